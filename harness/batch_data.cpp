@@ -1,0 +1,19 @@
+#include "batch_data.hpp"
+
+#include <cstring>
+
+namespace logprobs {
+
+bool same_bits(const ResultData& a, const ResultData& b) {
+  return a.rows == b.rows && a.width == b.width && a.lp_tokens == b.lp_tokens &&
+         std::memcmp(a.lp_logits.data(), b.lp_logits.data(), a.lp_logits.size() * sizeof(float)) == 0;
+}
+
+ResultData run_backend(const Backend& backend, const BatchData& batch, int levels) {
+  const OutputShape shape = validate_batch(batch.view(), levels);
+  ResultData result(shape.rows, shape.width);
+  backend.run(batch.view(), levels, result.view());
+  return result;
+}
+
+}  // namespace logprobs

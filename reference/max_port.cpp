@@ -1,0 +1,90 @@
+// The `max` backend: a faithful port of Modular MAX's compute_log_probabilities_1tok, so the
+// harness can show how the contract relates to MAX's kernel and how far optimized backends
+// outrun it. Deliberately unoptimized; keep it faithful rather than fast:
+//   - f32 scalar, three passes over the row: max, sum of exp, then a heap pass;
+//   - a fixed-height min-heap of K = 2^levels - 1 slots, all starting as (V, -inf);
+//   - an element replaces the root only when strictly greater, so NaN and -inf never enter,
+//     and among ties the earliest tokens stay;
+//   - heap_down always runs levels - 1 steps (no early exit);
+//   - top slots are written in the heap's array order.
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "logprobs/backend.hpp"
+
+namespace logprobs {
+namespace {
+
+struct HeapEntry {
+  float value;
+  std::uint32_t token;
+};
+
+// Restores the min-heap after the root changed. A step with no smaller child leaves idx in
+// place, so the remaining steps are no-ops, as in MAX's fixed-trip-count loop.
+void heap_down(std::vector<HeapEntry>& heap, int levels) {
+  std::size_t idx = 0;
+  for (int step = 0; step < levels - 1; ++step) {
+    const std::size_t left = 2 * idx + 1;
+    const std::size_t right = left + 1;
+    const std::size_t child = heap[right].value < heap[left].value ? right : left;
+    if (heap[child].value < heap[idx].value) {
+      std::swap(heap[child], heap[idx]);
+      idx = child;
+    }
+  }
+}
+
+void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, const LogprobsOutput& out) {
+  const float* x = batch.logit_row(task.logit_row).data();
+  const std::uint64_t vocab = batch.vocab;
+
+  float max_value = -std::numeric_limits<float>::infinity();
+  for (std::uint64_t j = 0; j < vocab; ++j) max_value = max_value < x[j] ? x[j] : max_value;
+  float sum = 0.0f;
+  for (std::uint64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max_value);
+  const float n = -(max_value + std::log(sum));
+
+  const std::uint32_t k = top_k(levels);
+  std::vector<HeapEntry> heap(k, {-std::numeric_limits<float>::infinity(), static_cast<std::uint32_t>(vocab)});
+  if (k > 0) {
+    for (std::uint64_t j = 0; j < vocab; ++j) {
+      if (x[j] > heap[0].value) {
+        heap[0] = {x[j], static_cast<std::uint32_t>(j)};
+        heap_down(heap, levels);
+      }
+    }
+  }
+
+  float* values = out.lp_logits.data() + task.output_row * out.width;
+  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  for (std::uint32_t slot = 0; slot < k; ++slot) {
+    tokens[slot] = heap[slot].token;
+    values[slot] = heap[slot].value + n;
+  }
+  tokens[k] = task.token;
+  values[k] = x[task.token] + n;
+}
+
+class MaxPortBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "max"; }
+  std::string_view description() const override {
+    return "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height min-heap";
+  }
+
+ protected:
+  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+    const std::vector<RowTask> tasks = plan_rows(batch);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::size_t i = 0; i < tasks.size(); ++i) compute_row(batch, tasks[i], levels, out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_max_backend() { return std::make_unique<MaxPortBackend>(); }
+
+}  // namespace logprobs

@@ -1,0 +1,79 @@
+// The reference backend: SPEC §2 and §3 written out plainly, in double precision.
+//
+// m, S and the normalizer n are computed in double and each output value is rounded once to
+// f32, so the harness measures every other backend's error against a near-exact answer.
+// Top slots come in descending value, ascending token order.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "logprobs/backend.hpp"
+
+namespace logprobs {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// n = -(m + log S) with IEEE semantics: NaN when the row holds a NaN or a +inf, or only -inf.
+double normalizer(const Eigen::ArrayXd& x) {
+  if (x.hasNaN()) return kNaN;
+  const double m = x.maxCoeff();
+  const double sum = (x - m).exp().sum();  // inf - inf = NaN covers the +inf and only -inf rows
+  return -(m + std::log(sum));
+}
+
+// The K candidates (finite or +inf, never NaN or -inf) with the largest logits.
+std::vector<std::uint32_t> top_tokens(const Eigen::ArrayXd& x, std::uint32_t k) {
+  std::vector<std::uint32_t> candidates;
+  for (Eigen::Index j = 0; j < x.size(); ++j) {
+    if (x[j] > -kInf) candidates.push_back(static_cast<std::uint32_t>(j));
+  }
+  const auto kept = std::min<std::size_t>(k, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+  candidates.resize(kept);
+  return candidates;
+}
+
+void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, const LogprobsOutput& out) {
+  const auto row = batch.logit_row(task.logit_row);
+  const Eigen::ArrayXd x = Eigen::Map<const Eigen::ArrayXf>(row.data(), Eigen::Index(row.size())).cast<double>();
+  const double n = normalizer(x);
+  const auto vocab = static_cast<std::uint32_t>(batch.vocab);
+  const std::uint32_t k = top_k(levels);
+
+  float* values = out.lp_logits.data() + task.output_row * out.width;
+  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  const std::vector<std::uint32_t> top = top_tokens(x, k);
+  for (std::uint32_t slot = 0; slot < k; ++slot) {
+    const bool padding = slot >= top.size();
+    tokens[slot] = padding ? vocab : top[slot];
+    values[slot] = static_cast<float>((padding ? -kInf : x[top[slot]]) + n);
+  }
+  tokens[k] = task.token;
+  values[k] = static_cast<float>(x[task.token] + n);
+}
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+  std::string_view description() const override {
+    return "Eigen, double-precision normalizer, exact top-K by sorting (the contract's answer)";
+  }
+
+ protected:
+  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+    const std::vector<RowTask> tasks = plan_rows(batch);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::size_t i = 0; i < tasks.size(); ++i) compute_row(batch, tasks[i], levels, out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace logprobs
