@@ -220,6 +220,14 @@ LOGPROBS_HD bool is_tie(const SelectRule& r, std::uint32_t key) {
   return r.ties != 0u && key == r.tie_key && is_candidate_key(key);
 }
 
+// The threshold filter. If tau is the K-th largest of the per-thread maxima, at least K items
+// are >= tau, so the K-th largest item is >= tau too and no item below tau can be selected:
+// the select may treat them as non-candidates and histogram far fewer keys. candidate_floor
+// reads a lower bound of the K-th largest selected key off a finished rule: the tie key when it
+// took ties, else one above the bound (1 when all candidates were selected: no filter).
+LOGPROBS_HD std::uint32_t candidate_floor(const SelectRule& r) { return r.ties != 0u ? r.tie_key : r.gt_bound + 1u; }
+LOGPROBS_HD std::uint32_t filter_key(std::uint32_t key, std::uint32_t floor) { return key >= floor ? key : 0u; }
+
 // Counts of (above, tie) keys packed in one 64-bit word, so that one block-wide exclusive sum
 // gives both prefixes (each count is below 2^32, so the halves never carry into each other).
 LOGPROBS_HD std::uint64_t pack_counts(std::uint32_t above, std::uint32_t ties) {

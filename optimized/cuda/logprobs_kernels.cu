@@ -134,37 +134,64 @@ __device__ RadixState finish_pass(RadixState st, SelectShared& s) {
   return radix_step(st, s.total, s.pick);
 }
 
+// Adds one key's digit to the histogram, one atomic per distinct digit in the warp: logits
+// crowd into a few top-byte bins, and 32 lanes hitting one shared address would serialize.
+// Every lane of the warp calls this (the item loops are warp-uniform).
+__device__ void histogram_add(SelectShared& s, bool counted, int digit) {
+  const unsigned active = __ballot_sync(0xFFFFFFFFu, counted);
+  if (counted) {
+    const unsigned peers = __match_any_sync(active, digit);
+    if (int(threadIdx.x % kWarpSize) == __ffs(int(peers)) - 1) atomicAdd(&s.hist[digit], unsigned(__popc(int(peers))));
+  }
+}
+
 __device__ void clear_histogram(SelectShared& s) {
   for (int i = int(threadIdx.x); i < kRadixBins; i += kThreads) s.hist[i] = 0;
   __syncthreads();
 }
 
-// The K largest keys of the whole block's registers.
-template <int Items>
-__device__ SelectRule select_from_registers(const std::uint32_t (&keys)[Items], std::uint32_t k, SelectShared& s) {
+// The K largest keys of the whole block's registers. Keys are recomputed from the values held
+// (a few integer operations) rather than kept: 16 more live registers per thread would halve
+// the CTAs an SM holds.
+template <int Items, typename KeyOf>
+__device__ SelectRule select_from_registers(KeyOf key_of, std::uint32_t k, SelectShared& s) {
   RadixState st = radix_begin(k);
   while (!st.done) {
     clear_histogram(s);
 #pragma unroll
     for (int i = 0; i < Items; ++i) {
-      if (in_bucket(st, keys[i])) atomicAdd(&s.hist[digit_of(st, keys[i])], 1u);
+      const std::uint32_t key = key_of(i);
+      histogram_add(s, in_bucket(st, key), digit_of(st, key));
     }
     st = finish_pass(st, s);
   }
   return st.rule;
 }
 
+// A floor below which no item can be among the block's K largest (candidate_floor in
+// cuda_plan.hpp says why): the K-th largest of the per-thread maxima, found by a select over one
+// key per thread. Only worth it, and only valid as written, when K is below the thread count.
+template <int Items, typename KeyOf>
+__device__ std::uint32_t block_candidate_floor(KeyOf key_of, std::uint32_t k, SelectShared& s) {
+  if (k >= std::uint32_t(kThreads)) return 1u;
+  std::uint32_t best = 0;
+#pragma unroll
+  for (int i = 0; i < Items; ++i) best = max(best, key_of(i));
+  return candidate_floor(select_from_registers<1>([&](int) { return best; }, k, s));
+}
+
 // Writes this block's selected keys: positions come from one exclusive scan of packed
 // (above, tie) counts, offset by what earlier tiles selected. Returns the block's totals.
-template <int Items, typename Write>
-__device__ unsigned long long emit_selected(const std::uint32_t (&keys)[Items], const SelectRule& rule,
+template <int Items, typename KeyOf, typename Write>
+__device__ unsigned long long emit_selected(KeyOf key_of, const SelectRule& rule,
                                             typename BlockScanCounts::TempStorage& temp,
                                             std::uint64_t above_base, std::uint64_t ties_base, Write write) {
   std::uint32_t above = 0, ties = 0;
 #pragma unroll
   for (int i = 0; i < Items; ++i) {
-    above += is_above(rule, keys[i]) ? 1u : 0u;
-    ties += is_tie(rule, keys[i]) ? 1u : 0u;
+    const std::uint32_t key = key_of(i);
+    above += is_above(rule, key) ? 1u : 0u;
+    ties += is_tie(rule, key) ? 1u : 0u;
   }
   unsigned long long prefix = 0, aggregate = 0;
   BlockScanCounts(temp).ExclusiveSum(pack_counts(above, ties), prefix, aggregate);
@@ -172,10 +199,11 @@ __device__ unsigned long long emit_selected(const std::uint32_t (&keys)[Items], 
   std::uint64_t ties_before = ties_base + tie_count(prefix);
 #pragma unroll
   for (int i = 0; i < Items; ++i) {
-    const std::int64_t pos = emit_position(rule, keys[i], above_before, ties_before);
+    const std::uint32_t key = key_of(i);
+    const std::int64_t pos = emit_position(rule, key, above_before, ties_before);
     if (pos >= 0) write(i, std::uint64_t(pos));
-    above_before += is_above(rule, keys[i]) ? 1u : 0u;
-    ties_before += is_tie(rule, keys[i]) ? 1u : 0u;
+    above_before += is_above(rule, key) ? 1u : 0u;
+    ties_before += is_tie(rule, key) ? 1u : 0u;
   }
   return aggregate;
 }
@@ -203,12 +231,12 @@ __global__ void __launch_bounds__(kThreads) chunk_pass(DeviceBatch b, LaunchPlan
     std::uint32_t kept = 0;
     if (p.register_merge && p.k > 0) {
       __syncthreads();  // the scan below reuses the reduce's shared memory
-      std::uint32_t keys[kItemsPerThread];
-#pragma unroll
-      for (int i = 0; i < kItemsPerThread; ++i) keys[i] = radix_key(x[i]);
-      const SelectRule rule = select_from_registers(keys, p.k, sh.select);
+      const auto raw_key = [&](int i) { return radix_key(x[i]); };
+      const std::uint32_t floor = block_candidate_floor<kItemsPerThread>(raw_key, p.k, sh.select);
+      const auto key_of = [&](int i) { return filter_key(radix_key(x[i]), floor); };
+      const SelectRule rule = select_from_registers<kItemsPerThread>(key_of, p.k, sh.select);
       Candidate* out = candidates + w * p.k;
-      emit_selected(keys, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
+      emit_selected<kItemsPerThread>(key_of, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
         out[pos] = Candidate{x[i], std::uint32_t(start + item_offset(i))};
       });
       kept = rule.selected;
@@ -235,7 +263,7 @@ __device__ std::uint32_t select_streaming(const float* row, std::uint64_t vocab,
 #pragma unroll
       for (int i = 0; i < kItemsPerThread; ++i) {
         const std::uint32_t key = radix_key(x[i]);
-        if (in_bucket(st, key)) atomicAdd(&sh.select.hist[digit_of(st, key)], 1u);
+        histogram_add(sh.select, in_bucket(st, key), digit_of(st, key));
       }
     }
     st = finish_pass(st, sh.select);
@@ -245,10 +273,7 @@ __device__ std::uint32_t select_streaming(const float* row, std::uint64_t vocab,
     const std::uint64_t start = tile * kChunkElems;
     float x[kItemsPerThread];
     load_chunk(row, start, vocab - start < kChunkElems ? vocab - start : kChunkElems, x);
-    std::uint32_t keys[kItemsPerThread];
-#pragma unroll
-    for (int i = 0; i < kItemsPerThread; ++i) keys[i] = radix_key(x[i]);
-    const unsigned long long total = emit_selected(keys, st.rule, sh.cub.scan, above_base, ties_base,
+    const unsigned long long total = emit_selected<kItemsPerThread>([&](int i) { return radix_key(x[i]); }, st.rule, sh.cub.scan, above_base, ties_base,
                                                    [&](int i, std::uint64_t pos) {
                                                      write(pos, x[i], std::uint32_t(start + item_offset(i)));
                                                    });
@@ -287,20 +312,19 @@ __global__ void __launch_bounds__(kThreads) row_pass(DeviceBatch b, LaunchPlan p
         // Chunk c's candidate j is item c * K + j; only the first `kept` of a chunk are written.
         const Candidate* row_candidates = candidates + local * p.splits * p.k;
         const std::uint64_t items = p.splits * p.k;
-        std::uint32_t keys[kItemsPerThread];
+        // An empty item holds -inf, whose key (0) is never a candidate.
         Candidate held[kItemsPerThread];
 #pragma unroll
         for (int i = 0; i < kItemsPerThread; ++i) {
           const std::uint64_t e = std::uint64_t(i) * kThreads + threadIdx.x;
-          keys[i] = 0;
-          held[i] = Candidate{0.0f, 0u};
-          if (e < items && e % p.k < row_stats[e / p.k].kept) {
-            held[i] = row_candidates[e];
-            keys[i] = radix_key(held[i].value);
-          }
+          held[i] = Candidate{negative_infinity(), 0u};
+          if (e < items && e % p.k < row_stats[e / p.k].kept) held[i] = row_candidates[e];
         }
-        const SelectRule rule = select_from_registers(keys, p.k, sh.select);
-        emit_selected(keys, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
+        const auto raw_key = [&](int i) { return radix_key(held[i].value); };
+        const std::uint32_t floor = block_candidate_floor<kItemsPerThread>(raw_key, p.k, sh.select);
+        const auto key_of = [&](int i) { return filter_key(radix_key(held[i].value), floor); };
+        const SelectRule rule = select_from_registers<kItemsPerThread>(key_of, p.k, sh.select);
+        emit_selected<kItemsPerThread>(key_of, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
           values[pos] = held[i].value + n;
           tokens[pos] = held[i].token;
         });
