@@ -213,6 +213,9 @@ __device__ DeviceRowTask row_task(const DeviceBatch& b, std::uint64_t output_row
                         b.tokens, b.sampled_tokens);
 }
 
+// SelectTopK false: statistics only (levels 0, or the streamed select), which needs far fewer
+// registers than the select and so keeps more CTAs in flight per SM.
+template <bool SelectTopK>
 __global__ void __launch_bounds__(kThreads) chunk_pass(DeviceBatch b, LaunchPlan p, std::uint64_t row_begin,
                                                        std::uint64_t rows, ChunkStats* stats, Candidate* candidates) {
   __shared__ SharedStorage sh;
@@ -229,15 +232,23 @@ __global__ void __launch_bounds__(kThreads) chunk_pass(DeviceBatch b, LaunchPlan
     const PartialStats chunk_stats = BlockReduceStats(sh.cub.reduce).Reduce(thread_stats(x), CombineStats{});
 
     std::uint32_t kept = 0;
-    if (p.register_merge && p.k > 0) {
-      __syncthreads();  // the scan below reuses the reduce's shared memory
-      const auto raw_key = [&](int i) { return radix_key(x[i]); };
+    if constexpr (SelectTopK) {
+      // The select reads the logits from shared memory, each thread only its own (bank-conflict
+      // free: item i of thread t at i * 512 + t). Held in registers across the select's passes
+      // they cost ~120 registers a thread, one CTA per SM, and no overlap of one CTA's loads
+      // with another's select.
+      __shared__ float tile[kItemsPerThread * kThreads];
+#pragma unroll
+      for (int i = 0; i < kItemsPerThread; ++i) tile[i * kThreads + threadIdx.x] = x[i];
+      __syncthreads();  // also: the scan below reuses the reduce's shared memory
+      const auto value = [&](int i) { return tile[i * kThreads + threadIdx.x]; };
+      const auto raw_key = [&](int i) { return radix_key(value(i)); };
       const std::uint32_t floor = block_candidate_floor<kItemsPerThread>(raw_key, p.k, sh.select);
-      const auto key_of = [&](int i) { return filter_key(radix_key(x[i]), floor); };
+      const auto key_of = [&](int i) { return filter_key(radix_key(value(i)), floor); };
       const SelectRule rule = select_from_registers<kItemsPerThread>(key_of, p.k, sh.select);
       Candidate* out = candidates + w * p.k;
       emit_selected<kItemsPerThread>(key_of, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
-        out[pos] = Candidate{x[i], std::uint32_t(start + item_offset(i))};
+        out[pos] = Candidate{value(i), std::uint32_t(start + item_offset(i))};
       });
       kept = rule.selected;
     }
@@ -371,8 +382,12 @@ cudaError_t cuda_logprobs(const DeviceBatch& batch, int levels, const DeviceOutp
     const std::uint64_t row_begin = g * p.rows_per_group;
     const std::uint64_t rows =
         batch.output_rows - row_begin < p.rows_per_group ? batch.output_rows - row_begin : p.rows_per_group;
-    chunk_pass<<<grid_size(rows * p.splits, kMaxCtas), kThreads, 0, stream>>>(batch, p, row_begin, rows, stats,
-                                                                               candidates);
+    const std::uint32_t chunk_ctas = grid_size(rows * p.splits, kMaxCtas);
+    if (p.register_merge && p.k > 0) {
+      chunk_pass<true><<<chunk_ctas, kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates);
+    } else {
+      chunk_pass<false><<<chunk_ctas, kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates);
+    }
     if (p.register_merge) {
       row_pass<true><<<grid_size(rows, kMaxCtas), kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates,
                                                                          out);
@@ -387,7 +402,8 @@ cudaError_t cuda_logprobs(const DeviceBatch& batch, int levels, const DeviceOutp
 
 cudaError_t cuda_kernels_loadable() {
   cudaFuncAttributes attributes{};
-  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, chunk_pass); err != cudaSuccess) return err;
+  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, chunk_pass<true>); err != cudaSuccess) return err;
+  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, chunk_pass<false>); err != cudaSuccess) return err;
   if (const cudaError_t err = cudaFuncGetAttributes(&attributes, row_pass<true>); err != cudaSuccess) return err;
   return cudaFuncGetAttributes(&attributes, row_pass<false>);
 }
