@@ -11,8 +11,8 @@ if(NOT LOGPROBS_CUDA STREQUAL "OFF")
   # nvcc is installed at /usr/local/cuda but not always on PATH; check_language only searches
   # PATH and CUDACXX, so point it there when nothing else was chosen.
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
-    find_program(_logprobs_nvcc nvcc)
-    if(NOT _logprobs_nvcc)
+    find_program(_logprobs_nvcc_on_path nvcc PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
+    if(NOT _logprobs_nvcc_on_path)
       set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
     endif()
   endif()
