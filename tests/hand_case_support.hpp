@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <set>
 #include <span>
 #include <sstream>
@@ -17,6 +18,13 @@
 #include <vector>
 
 #include "batch_data.hpp"
+
+namespace logprobs {
+
+// So that gtest names a backend parameter by its name rather than its address.
+inline void PrintTo(const Backend* backend, std::ostream* os) { *os << backend->name(); }
+
+}  // namespace logprobs
 
 namespace logprobs::hand {
 
