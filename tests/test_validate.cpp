@@ -258,7 +258,7 @@ TEST(Validate, RejectsTooFewTokens) {
   batch.token_row_offsets = {0, 2, 5, 6};
   batch.lp_output_offsets = {0, 3, 3, 6};
   EXPECT_TRUE(rejected(batch, kLevels,
-                       {"batch 2", "3 output rows", "only 1 tokens", "token_row_offsets[2..3] = 5..6"}));
+                       {"batch 2", "3 output rows", "only 1 tokens", "token_row_offsets[2..3] = 5..6", "read 2 tokens"}));
 }
 
 TEST(Validate, AcceptsOneTokenFewerThanOutputRows) {
