@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <string_view>
 
@@ -35,6 +36,14 @@ void check_shape(const RaggedBatch& batch, int levels) {
 
 void check_offsets(const RaggedBatch& batch, std::span<const Offsets> all) {
   const std::uint64_t b_count = batch.batch_size();
+  // B is sampled_tokens.size(), but when the three offset arrays agree with each other it is
+  // sampled_tokens that is the odd one out, and the message should say so.
+  const std::uint64_t first_length = all[0].values.size();
+  const bool offsets_agree = std::all_of(all.begin(), all.end(),
+                                         [&](const Offsets& o) { return o.values.size() == first_length; });
+  if (offsets_agree && first_length > 0 && first_length != b_count + 1)
+    fail("sampled_tokens: length {} but the offset arrays have length {}, so B = {} entries were expected",
+         b_count, first_length, first_length - 1);
   for (const Offsets& o : all) {
     if (o.values.size() != b_count + 1)
       fail("{}: length {} but sampled_tokens has {} entries, so B + 1 = {} were expected", o.name,
@@ -70,8 +79,8 @@ void check_batches(const RaggedBatch& batch) {
            outputs, logit_rows, b, b + 1, lro[b], lro[b + 1]);
     if (outputs > tokens + 1)
       fail("batch {}: {} output rows but only {} tokens (token_row_offsets[{}..{}] = {}..{}); "
-           "a batch needs at least one token fewer than its output rows",
-           b, outputs, tokens, b, b + 1, tro[b], tro[b + 1]);
+           "{} output rows read {} tokens",
+           b, outputs, tokens, b, b + 1, tro[b], tro[b + 1], outputs, outputs - 1);
     if (outputs == 0) continue;  // an empty batch reads no token
     if (batch.sampled_tokens[b] >= batch.vocab)
       fail("batch {}: sampled_tokens[{}] = {} is not below vocab {}", b, b, batch.sampled_tokens[b],
