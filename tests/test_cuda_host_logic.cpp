@@ -344,6 +344,21 @@ TEST(CudaLaunchPlan, SplitDependsOnVocabAlone) {
   }
 }
 
+TEST(CudaLaunchPlan, ThreadItemLayoutCoversAChunkOnceWithCoalescedQuads) {
+  std::vector<int> seen(kChunkElems, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int q = 0; q < kQuadsPerThread; ++q) {
+      const std::uint64_t off = quad_offset(q, t);
+      ASSERT_EQ(off % 4, 0u);  // 16-byte aligned whenever the chunk start is
+      if (t > 0) {
+        ASSERT_EQ(off, quad_offset(q, t - 1) + 4);  // neighbouring threads, neighbouring quads
+      }
+      for (int j = 0; j < 4; ++j) ++seen[off + j];
+    }
+  }
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+}
+
 TEST(CudaLaunchPlan, RegisterMergeOnlyWhenTheCandidatesFitOneBlock) {
   for (std::uint64_t vocab : {1ull, 100ull, 8192ull, 32000ull, 128256ull, 152064ull, 262144ull, 0xFFFFFFFFull}) {
     for (int levels = 0; levels <= 16; ++levels) {
