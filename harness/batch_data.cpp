@@ -5,8 +5,11 @@
 namespace logprobs {
 
 bool same_bits(const ResultData& a, const ResultData& b) {
+  // memcmp of an empty result would pass it a null pointer, which UBSan rightly rejects.
   return a.rows == b.rows && a.width == b.width && a.lp_tokens == b.lp_tokens &&
-         std::memcmp(a.lp_logits.data(), b.lp_logits.data(), a.lp_logits.size() * sizeof(float)) == 0;
+         a.lp_logits.size() == b.lp_logits.size() &&
+         (a.lp_logits.empty() ||
+          std::memcmp(a.lp_logits.data(), b.lp_logits.data(), a.lp_logits.size() * sizeof(float)) == 0);
 }
 
 ResultData run_backend(const Backend& backend, const BatchData& batch, int levels) {
