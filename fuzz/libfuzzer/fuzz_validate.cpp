@@ -4,6 +4,10 @@
 // memory), so then every row plan_rows gives must lie inside the arrays, and, when the batch is
 // small, every host backend runs on buffers of exactly the accepted sizes, where ASan sees any
 // read or write outside them.
+//
+// Inputs are arbitrary fields, or batches at the edge of validity (valid, or with counts and
+// tokens one past their limits) with a few fields then set to arbitrary values: bugs in
+// validation live at that edge, which arbitrary fields seldom reach.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <bit>
@@ -20,7 +24,7 @@ constexpr std::uint64_t kMaxComputedElements = std::uint64_t{1} << 16;
 
 void require(bool holds, const char* what) {
   if (!holds) {
-    std::fprintf(stderr, "fuzz_validate: accepted batch breaks: %s\n", what);
+    std::fprintf(stderr, "fuzz_validate: an accepted batch breaks: %s\n", what);
     std::abort();
   }
 }
@@ -30,25 +34,93 @@ std::uint64_t number(FuzzedDataProvider& in, std::uint64_t small_max) {
   return in.ConsumeBool() ? in.ConsumeIntegral<std::uint64_t>() : in.ConsumeIntegralInRange<std::uint64_t>(0, small_max);
 }
 
-std::vector<std::uint32_t> u32_array(FuzzedDataProvider& in, std::size_t length, std::uint32_t small_max) {
-  std::vector<std::uint32_t> values(length);
-  for (auto& v : values) v = static_cast<std::uint32_t>(number(in, small_max));
-  return values;
+std::uint32_t number32(FuzzedDataProvider& in, std::uint32_t small_max) {
+  return in.ConsumeBool() ? in.ConsumeIntegral<std::uint32_t>() : in.ConsumeIntegralInRange<std::uint32_t>(0, small_max);
 }
 
-// An offset array: usually of the length B + 1 that validation wants, sometimes any length.
-std::vector<std::uint32_t> offsets(FuzzedDataProvider& in, std::size_t b_count) {
-  const std::size_t length = in.ConsumeBool() ? b_count + 1 : in.ConsumeIntegralInRange<std::size_t>(0, 10);
-  std::vector<std::uint32_t> values = u32_array(in, length, 4);
-  if (in.ConsumeBool()) {  // running sums: non-decreasing, as valid offsets are
-    for (std::size_t i = 1; i < values.size(); ++i) values[i] += values[i - 1];
-  }
-  return values;
-}
-
-struct Arrays {
+// What a RaggedBatch views, owned. logits_null stands for the logits pointer, which validation
+// checks but never reads.
+struct Fields {
+  std::uint64_t rows = 0, vocab = 0, row_stride = 0;
+  int levels = 0;
+  bool logits_null = false;
   std::vector<std::uint32_t> tokens, sampled_tokens, logit_row_offsets, token_row_offsets, lp_output_offsets;
+
+  RaggedBatch view(const float* logits) const {
+    return {logits_null ? nullptr : logits, rows, vocab, row_stride, tokens, sampled_tokens, logit_row_offsets,
+            token_row_offsets, lp_output_offsets};
+  }
 };
+
+Fields arbitrary_fields(FuzzedDataProvider& in) {
+  Fields f;
+  const auto b_count = in.ConsumeIntegralInRange<std::size_t>(0, 8);
+  const auto array = [&](std::size_t length) {
+    std::vector<std::uint32_t> values(length);
+    for (auto& v : values) v = number32(in, 40);
+    return values;
+  };
+  const auto offsets = [&] { return array(in.ConsumeBool() ? b_count + 1 : in.ConsumeIntegralInRange<std::size_t>(0, 10)); };
+  f.sampled_tokens = array(b_count);
+  f.logit_row_offsets = offsets();
+  f.token_row_offsets = offsets();
+  f.lp_output_offsets = offsets();
+  f.tokens = array(in.ConsumeIntegralInRange<std::size_t>(0, 24));
+  f.rows = number(in, 24);
+  f.vocab = number(in, 40);
+  f.row_stride = in.ConsumeBool() ? f.vocab + number(in, 3) : number(in, 48);
+  f.levels = in.ConsumeBool() ? in.ConsumeIntegral<int>() : in.ConsumeIntegralInRange(-2, 18);
+  f.logits_null = in.ConsumeBool();
+  return f;
+}
+
+// A valid batch (slack 0), or one whose every count and token is drawn from its valid range
+// widened by one past the edge (slack 1), so that each rule is broken by one, alone or together.
+Fields edge_fields(FuzzedDataProvider& in, std::uint32_t slack) {
+  const auto draw = [&](std::uint32_t low, std::uint32_t high) {  // [low - slack, high + slack], at least 0
+    return in.ConsumeIntegralInRange<std::uint32_t>(low >= slack ? low - slack : 0, high + slack);
+  };
+  Fields f;
+  f.vocab = in.ConsumeIntegralInRange<std::uint64_t>(1, 40);
+  f.row_stride = f.vocab - slack + in.ConsumeIntegralInRange<std::uint64_t>(0, 3 + slack);
+  f.levels = in.ConsumeIntegralInRange(-static_cast<int>(slack), kMaxLevels + static_cast<int>(slack));
+  const auto vocab = static_cast<std::uint32_t>(f.vocab);
+  f.logit_row_offsets = f.token_row_offsets = f.lp_output_offsets = {0};
+  const int items = in.ConsumeIntegralInRange(0, 6);
+  for (int b = 0; b < items; ++b) {
+    const std::uint32_t rows = draw(0, 4);
+    const std::uint32_t outputs = draw(0, rows);
+    const std::uint32_t tokens = outputs == 0 ? draw(0, 2) : draw(outputs - 1, outputs + 1);
+    f.logit_row_offsets.push_back(f.logit_row_offsets.back() + rows);
+    f.token_row_offsets.push_back(f.token_row_offsets.back() + tokens);
+    f.lp_output_offsets.push_back(f.lp_output_offsets.back() + outputs);
+    for (std::uint32_t t = 0; t < tokens; ++t) f.tokens.push_back(draw(0, vocab - 1));
+    f.sampled_tokens.push_back(draw(0, vocab - 1));
+  }
+  f.rows = draw(f.logit_row_offsets.back(), f.logit_row_offsets.back() + 2);
+  return f;
+}
+
+// Sets one field, or one entry of an array, to an arbitrary value, or changes an array's length.
+void mutate(FuzzedDataProvider& in, Fields& f) {
+  std::vector<std::uint32_t>* arrays[] = {&f.tokens, &f.sampled_tokens, &f.logit_row_offsets, &f.token_row_offsets,
+                                          &f.lp_output_offsets};
+  const int choice = in.ConsumeIntegralInRange(0, 9);
+  switch (choice) {
+    case 0: f.vocab = number(in, 48); return;
+    case 1: f.row_stride = number(in, 48); return;
+    case 2: f.rows = number(in, 32); return;
+    case 3: f.levels = in.ConsumeBool() ? in.ConsumeIntegral<int>() : in.ConsumeIntegralInRange(-2, 18); return;
+    case 4: f.logits_null = !f.logits_null; return;
+    default: break;
+  }
+  std::vector<std::uint32_t>& array = *arrays[choice - 5];
+  if (in.ConsumeBool()) {
+    array.resize(in.ConsumeIntegralInRange<std::size_t>(0, array.size() + 1), number32(in, 48));
+  } else if (!array.empty()) {
+    array[in.ConsumeIntegralInRange<std::size_t>(0, array.size() - 1)] = number32(in, 48);
+  }
+}
 
 // The output buffers: of the accepted shape, or of any small shape and sizes.
 struct Outputs {
@@ -59,7 +131,7 @@ struct Outputs {
 
 Outputs outputs(FuzzedDataProvider& in, const OutputShape& shape) {
   Outputs out;
-  const bool exact = in.ConsumeBool() && shape.rows * shape.width <= kMaxComputedElements;
+  const bool exact = !in.ConsumeBool() && shape.rows * shape.width <= kMaxComputedElements;
   const std::uint64_t rows = exact ? shape.rows : number(in, 8);
   const std::uint64_t width = exact ? shape.width : number(in, 8);
   out.lp_logits.resize(exact ? rows * width : in.ConsumeIntegralInRange<std::size_t>(0, 64));
@@ -69,25 +141,16 @@ Outputs outputs(FuzzedDataProvider& in, const OutputShape& shape) {
 }
 
 void fuzz_one(FuzzedDataProvider& in) {
-  static const float unread_logit = 0;  // the validator never reads logits
-  Arrays a;
-  const auto b_count = in.ConsumeIntegralInRange<std::size_t>(0, 8);
-  a.sampled_tokens = u32_array(in, b_count, 40);
-  a.logit_row_offsets = offsets(in, b_count);
-  a.token_row_offsets = offsets(in, b_count);
-  a.lp_output_offsets = offsets(in, b_count);
-  a.tokens = u32_array(in, in.ConsumeIntegralInRange<std::size_t>(0, 24), 40);
-  RaggedBatch batch;
-  batch.rows = number(in, 24);
-  batch.vocab = number(in, 40);
-  batch.row_stride = in.ConsumeBool() ? batch.vocab + number(in, 3) : number(in, 48);
-  batch.logits = in.ConsumeBool() ? nullptr : &unread_logit;
-  batch.tokens = a.tokens;
-  batch.sampled_tokens = a.sampled_tokens;
-  batch.logit_row_offsets = a.logit_row_offsets;
-  batch.token_row_offsets = a.token_row_offsets;
-  batch.lp_output_offsets = a.lp_output_offsets;
-  const int levels = in.ConsumeBool() ? in.ConsumeIntegral<int>() : in.ConsumeIntegralInRange(-2, 18);
+  static const float unread_logit = 0;
+  Fields fields;
+  if (in.ConsumeIntegralInRange(0, 3) == 0) {
+    fields = arbitrary_fields(in);
+  } else {
+    fields = edge_fields(in, in.ConsumeBool() ? 1 : 0);
+    for (int m = in.ConsumeIntegralInRange(0, 3); m > 0; --m) mutate(in, fields);
+  }
+  RaggedBatch batch = fields.view(&unread_logit);
+  const int levels = fields.levels;
 
   OutputShape shape;
   try {

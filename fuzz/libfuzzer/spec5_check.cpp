@@ -21,17 +21,20 @@ double ulp_of(float value) {
   return double{std::nextafter(magnitude, std::numeric_limits<float>::infinity())} - magnitude;
 }
 
-// "" when got matches want: NaN only NaN, an infinity only the same one, else within tolerance.
+// Whether got matches want: NaN only NaN, an infinity only the same one, else within tolerance.
+bool value_matches(float got, float want, double max_logit) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  const double bound = kAtol * std::max(1.0, std::fabs(max_logit)) + kUlps * ulp_of(want);
+  return std::fabs(double{got} - double{want}) <= bound;
+}
+
 std::string value_mismatch(float got, float want, double max_logit) {
   std::ostringstream why;
-  if (std::isnan(want) || std::isnan(got) || std::isinf(want) || std::isinf(got)) {
-    const bool same = (std::isnan(want) && std::isnan(got)) || got == want;
-    if (!same) why << "got " << got << " want " << want;
-    return why.str();
-  }
-  const double bound = kAtol * std::max(1.0, std::fabs(max_logit)) + kUlps * ulp_of(want);
-  const double error = std::fabs(double{got} - double{want});
-  if (!(error <= bound)) why << "got " << got << " want " << want << " (off by " << error << " > " << bound << ")";
+  why << "got " << got << " want " << want;
+  if (std::isfinite(got) && std::isfinite(want))
+    why << " (off by " << std::fabs(double{got} - double{want}) << " > "
+        << kAtol * std::max(1.0, std::fabs(max_logit)) + kUlps * ulp_of(want) << ")";
   return why.str();
 }
 
@@ -123,12 +126,14 @@ class RowJudge {
       if (t > vocab_) continue;  // already a token violation
       const float* want = reference_value(t);
       if (want == nullptr) continue;  // a token the reference lacks: a token violation already
-      const std::string why = value_mismatch(got_.value(task_.output_row, slot), *want, max_logit_);
-      if (!why.empty()) fail(slot, "token " + std::to_string(t) + ": " + why);
+      const float value = got_.value(task_.output_row, slot);
+      if (!value_matches(value, *want, max_logit_))
+        fail(slot, "token " + std::to_string(t) + ": " + value_mismatch(value, *want, max_logit_));
     }
-    const std::string why =
-        value_mismatch(got_.value(task_.output_row, k_), reference_.value(task_.output_row, k_), max_logit_);
-    if (!why.empty()) fail(k_, "last slot, token " + std::to_string(task_.token) + ": " + why);
+    const float value = got_.value(task_.output_row, k_);
+    const float want = reference_.value(task_.output_row, k_);
+    if (!value_matches(value, want, max_logit_))
+      fail(k_, "last slot, token " + std::to_string(task_.token) + ": " + value_mismatch(value, want, max_logit_));
   }
 
   std::span<const float> x_;
