@@ -1,0 +1,192 @@
+// SPEC §1: all index arithmetic is 64-bit. A batch whose rows lie past 2^32 elements, without
+// 16 GiB of memory: a sparse anonymous mapping reserves the address space, and only the rows the
+// batch reads are written (so only their pages exist). Every available host backend must then
+// give the values computed here, and the validator must accept the batch.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "batch_data.hpp"
+#include "host_backends.hpp"
+
+namespace logprobs {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A row stride just past 2^31 elements: row 2 starts past 2^32, and 32-bit index arithmetic
+// (signed or unsigned) lands somewhere else. Odd, so rows are not vector-aligned either.
+constexpr std::uint64_t kRowStride = (std::uint64_t{1} << 31) + 1001;
+constexpr std::uint64_t kVocab = 1537;
+constexpr std::uint64_t kRows = 5;
+
+// An anonymous private mapping that reserves address space without committing memory.
+class SparseMapping {
+ public:
+  explicit SparseMapping(std::uint64_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      error_ = std::strerror(errno);
+    } else {
+      data_ = static_cast<float*>(p);
+    }
+  }
+  ~SparseMapping() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  SparseMapping(const SparseMapping&) = delete;
+  SparseMapping& operator=(const SparseMapping&) = delete;
+
+  float* data() const { return data_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::uint64_t bytes_;
+  float* data_ = nullptr;
+  std::string error_;
+};
+
+// Batch 0 owns logit rows 0..2 with three output rows; batch 1 owns rows 3..4 with one output
+// row, which reads row 4 (past 2^33 elements). Row 3 is never read and never touched.
+struct LargeBatch {
+  std::vector<std::uint32_t> tokens = {11, 1536};
+  std::vector<std::uint32_t> sampled_tokens = {700, 3};
+  std::vector<std::uint32_t> logit_row_offsets = {0, 3, 5};
+  std::vector<std::uint32_t> token_row_offsets = {0, 2, 2};
+  std::vector<std::uint32_t> lp_output_offsets = {0, 3, 4};
+  // (logit row, evaluated token) of output rows 0..3, by SPEC §2.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> reads = {{0, 11}, {1, 1536}, {2, 700}, {4, 3}};
+
+  RaggedBatch view(const float* logits) const {
+    return {logits, kRows, kVocab, kRowStride, tokens, sampled_tokens, logit_row_offsets, token_row_offsets,
+            lp_output_offsets};
+  }
+};
+
+// Distinct values per row and across rows (so a read of the wrong row shows), and in row 1 a
+// masked (-inf) entry every 7th token.
+void write_row(float* row, std::uint64_t i) {
+  std::vector<std::uint32_t> order(kVocab);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(i)));
+  for (std::uint64_t j = 0; j < kVocab; ++j) row[j] = static_cast<float>(order[j]) * 0.004f - 3.0f + 0.5f * i;
+  if (i == 1) {
+    for (std::uint64_t j = 0; j < kVocab; j += 7) row[j] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+// SPEC §5's value rule, against values computed here in double.
+void expect_close(float got, double want, double max_logit, const std::string& where) {
+  if (std::isinf(want)) {
+    EXPECT_EQ(got, static_cast<float>(want)) << where;
+    return;
+  }
+  const float want_f = static_cast<float>(want);
+  const double ulp = std::nextafter(std::fabs(want_f), std::numeric_limits<float>::infinity()) - std::fabs(want_f);
+  EXPECT_LE(std::fabs(got - want), 1e-5 * std::max(1.0, std::fabs(max_logit)) + 4 * ulp)
+      << where << ": got " << got << " want " << want;
+}
+
+// One output row checked against the logits: normalizer in double, the K largest entries as a
+// set (the values are distinct, so the set is unique), padding, and the evaluated token's slot.
+void expect_row(const float* x, std::uint32_t token, int levels, const ResultData& got, std::uint64_t o,
+                const std::string& where) {
+  double m = -kInf;
+  for (std::uint64_t j = 0; j < kVocab; ++j) m = std::max(m, double{x[j]});
+  double sum = 0;
+  for (std::uint64_t j = 0; j < kVocab; ++j) sum += std::exp(double{x[j]} - m);
+  const double n = -(m + std::log(sum));
+
+  std::vector<std::uint32_t> candidates;
+  for (std::uint32_t j = 0; j < kVocab; ++j) {
+    if (x[j] > -std::numeric_limits<float>::infinity()) candidates.push_back(j);
+  }
+  const std::uint32_t k = top_k(levels);
+  const std::size_t kept = std::min<std::size_t>(k, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b]; });
+  candidates.resize(kept);
+  std::sort(candidates.begin(), candidates.end());
+
+  std::vector<std::uint32_t> top;
+  for (std::uint32_t slot = 0; slot < k; ++slot) {
+    const std::uint32_t t = got.token(o, slot);
+    const std::string at = where + ", slot " + std::to_string(slot);
+    if (t == kVocab) {
+      expect_close(got.value(o, slot), -kInf, m, at + " (padding)");
+    } else {
+      ASSERT_LT(t, kVocab) << at;
+      top.push_back(t);
+      expect_close(got.value(o, slot), double{x[t]} + n, m, at + ", token " + std::to_string(t));
+    }
+  }
+  std::sort(top.begin(), top.end());
+  EXPECT_EQ(top, candidates) << where << ": top tokens";
+  EXPECT_EQ(got.token(o, k), token) << where << ": last slot";
+  expect_close(got.value(o, k), double{x[token]} + n, m, where + ", last slot");
+}
+
+TEST(LargeIndex, RowsPast2To32ElementsGiveTheValuesComputedHere) {
+  const LargeBatch batch;
+  const std::uint64_t elements = (kRows - 1) * kRowStride + kVocab;  // through the last row's V
+  ASSERT_GT(elements, std::uint64_t{1} << 33);
+  const SparseMapping mapping(elements * sizeof(float));
+  if (mapping.data() == nullptr)
+    GTEST_SKIP() << "mmap of " << elements * sizeof(float) / (1u << 30)
+                 << " GiB (MAP_NORESERVE) failed: " << mapping.error();
+  for (const auto& [row, token] : batch.reads) write_row(mapping.data() + row * kRowStride, row);
+
+  const RaggedBatch view = batch.view(mapping.data());
+  for (const Backend* backend : available_host_backends()) {
+    for (int levels : {0, 1, 4, 11}) {  // K = 2047 > V at levels 11: padding
+      ResultData got(batch.reads.size(), slots_per_row(levels));
+      ASSERT_NO_THROW(validate_batch(view, levels, got.view()));
+      backend->run(view, levels, got.view());
+      for (std::uint64_t o = 0; o < batch.reads.size(); ++o) {
+        const auto [row, token] = batch.reads[o];
+        const std::string where = std::string(backend->name()) + ", levels " + std::to_string(levels) +
+                                  ", output row " + std::to_string(o) + " (logit row " + std::to_string(row) + ")";
+        expect_row(mapping.data() + row * kRowStride, token, levels, got, o, where);
+      }
+    }
+  }
+}
+
+TEST(LargeIndex, RowsTimesStrideOverflowing64BitsIsRejected) {
+  const float one_logit = 0;  // never read: validation fails first
+  // One batch item with one output row on logit row 0: valid but for the overflow.
+  const std::vector<std::uint32_t> no_tokens;
+  const std::vector<std::uint32_t> sampled = {0};
+  const std::vector<std::uint32_t> one_row = {0, 1};
+  const std::vector<std::uint32_t> no_token_rows = {0, 0};
+  struct Shape {
+    std::uint64_t rows, row_stride;
+  };
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  for (const Shape shape : {Shape{std::uint64_t{1} << 33, (std::uint64_t{1} << 31) + 1}, Shape{3, max / 2},
+                            Shape{max, 2}}) {
+    const RaggedBatch batch{&one_logit, shape.rows, 1,       shape.row_stride, no_tokens,
+                            sampled,    one_row,    no_token_rows, one_row};
+    const std::string shown = std::to_string(shape.rows) + " * " + std::to_string(shape.row_stride);
+    try {
+      validate_batch(batch, 0);
+      ADD_FAILURE() << shown << " was accepted";
+    } catch (const InvalidBatch& e) {
+      EXPECT_NE(std::string(e.what()).find("overflows 64 bits"), std::string::npos) << e.what();
+    }
+    for (const Backend* backend : all_backends()) {
+      ResultData out(1, 1);
+      EXPECT_THROW(backend->run(batch, 0, out.view()), InvalidBatch) << backend->name() << ", " << shown;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace logprobs
