@@ -3,27 +3,17 @@
 // these; device backends copy whole buffers and are checked on their own machine.
 #pragma once
 
-#include <string_view>
 #include <vector>
 
 #include "logprobs/backend.hpp"
 
 namespace logprobs {
 
-// Backend says nothing about where it computes, so the device backends are named here.
-inline bool computes_on_host(const Backend& backend) {
-  constexpr std::string_view kDeviceBackends[] = {"cuda"};
-  for (std::string_view device : kDeviceBackends) {
-    if (backend.name() == device) return false;
-  }
-  return true;
-}
-
 // Every registered host backend that is available here, in registration order (reference first).
 inline std::vector<const Backend*> available_host_backends() {
   std::vector<const Backend*> found;
   for (const Backend* backend : all_backends()) {
-    if (computes_on_host(*backend) && backend->availability().available) found.push_back(backend);
+    if (backend->computes_on_host() && backend->availability().available) found.push_back(backend);
   }
   return found;
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <string_view>
 
@@ -29,8 +30,12 @@ void check_shape(const RaggedBatch& batch, int levels) {
   if (levels < 0 || levels > kMaxLevels) fail("levels: {} is outside 0..{}", levels, kMaxLevels);
   if (batch.row_stride < batch.vocab)
     fail("row_stride: {} is less than vocab {}", batch.row_stride, batch.vocab);
-  if (batch.rows > 0 && batch.rows > std::numeric_limits<std::uint64_t>::max() / batch.row_stride)
-    fail("logits: rows * row_stride = {} * {} overflows 64 bits", batch.rows, batch.row_stride);
+  // Byte offsets into the logits must fit a pointer difference; a count that fits 64 bits but
+  // not as bytes would make host pointer arithmetic and device copy sizes wrap.
+  constexpr std::uint64_t kMaxFloats = std::numeric_limits<std::ptrdiff_t>::max() / sizeof(float);
+  if (batch.rows > 0 && batch.rows > kMaxFloats / batch.row_stride)
+    fail("logits: rows * row_stride = {} * {} overflows the address space (at most {} floats)", batch.rows,
+         batch.row_stride, kMaxFloats);
   if (batch.rows > 0 && batch.logits == nullptr) fail("logits: null pointer for {} rows", batch.rows);
 }
 

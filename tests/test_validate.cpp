@@ -152,7 +152,15 @@ TEST(Validate, RejectsRowsTimesStrideOverflowing64Bits) {
   const BatchData owner = valid_batch();
   RaggedBatch batch = owner.view();
   batch.row_stride = std::uint64_t{1} << 62;
-  EXPECT_TRUE(rejected(batch, kLevels, {"logits", "7 * 4611686018427387904", "overflows"}));
+  EXPECT_TRUE(rejected(batch, kLevels, {"logits", "7 * 4611686018427387904", "overflows the address space"}));
+}
+
+// 7 * 2^60 floats fit 64 bits as a count but not as a byte offset.
+TEST(Validate, RejectsRowsTimesStrideOverflowingBytes) {
+  const BatchData owner = valid_batch();
+  RaggedBatch batch = owner.view();
+  batch.row_stride = std::uint64_t{1} << 60;
+  EXPECT_TRUE(rejected(batch, kLevels, {"logits", "7 * 1152921504606846976", "overflows the address space"}));
 }
 
 TEST(Validate, RejectsNullLogitsWithRows) {

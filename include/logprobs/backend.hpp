@@ -22,6 +22,10 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual std::string_view description() const = 0;
   virtual Availability availability() const { return {}; }
+  // True when compute() reads the batch's host memory in place; false for a device backend,
+  // which copies whole buffers to its device (so a sparse host mapping or a host sanitizer
+  // says nothing about it).
+  virtual bool computes_on_host() const { return true; }
 
   // Validates (SPEC §4) and only then computes. Safe to call from several threads at once.
   void run(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const {

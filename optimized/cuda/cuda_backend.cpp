@@ -76,6 +76,8 @@ class CudaBackend final : public Backend {
     return {};
   }
 
+  bool computes_on_host() const override { return false; }
+
  protected:
   void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
     if (out.rows == 0) return;
