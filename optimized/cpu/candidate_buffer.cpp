@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
+#include <cstring>
 
 namespace logprobs::cpu {
 
@@ -11,9 +11,10 @@ void CandidateBuffer::reset(std::uint32_t k) {
   count_ = 0;
   // K = 0: nothing may enter, not even +inf (x > +inf is false for every x).
   threshold_ = k == 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
-  // Compaction costs O(capacity) and happens once per (capacity - K) admissions; 3K + 512 keeps
-  // that a few operations per admitted entry while the threshold still rises early in a row.
-  capacity_ = k == 0 ? 0 : 3 * std::size_t{k} + 512;
+  // Compaction costs O(capacity) and happens once per (capacity - K) admissions; 2K + 64 keeps
+  // that a few operations per admitted entry while the threshold rises early in a row (the first
+  // `capacity` candidates of a row are all admitted).
+  capacity_ = k == 0 ? 0 : 2 * std::size_t{k} + 64;
   if (values_.size() < capacity_ + kSlack) {
     values_.resize(capacity_ + kSlack);
     tokens_.resize(capacity_ + kSlack);
@@ -23,12 +24,61 @@ void CandidateBuffer::reset(std::uint32_t k) {
   seed_budget_ = 0;
 }
 
+namespace {
+
+// Float -> unsigned key with the same order (for non-NaN values): flip all bits of negatives, set
+// the sign bit of positives. -0.0 is mapped to +0.0's key, since the two compare equal as floats.
+std::uint32_t order_key(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if (v == 0.0f) bits = 0;
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+float from_order_key(std::uint32_t key) {
+  const std::uint32_t bits = (key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+// The k-th largest (1-based) of n non-NaN values, by radix selection on order keys: three digit
+// passes of 11, 11 and 10 bits, each counting only the keys that matched the digits so far.
+// Linear and branch-light, unlike std::nth_element on random floats (mispredicted compares
+// made it the largest cost of the pass at large K).
+float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size_t k) {
+  keys_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) keys_[i] = order_key(values[i]);
+  std::size_t live = n;
+  constexpr int kShifts[3] = {21, 10, 0};
+  constexpr std::uint32_t kMasks[3] = {0x7FF, 0x7FF, 0x3FF};
+  std::uint32_t counts[2048];
+  for (int pass = 0; pass < 3; ++pass) {
+    const int shift = kShifts[pass];
+    const std::uint32_t mask = kMasks[pass];
+    std::fill(counts, counts + mask + 1, 0u);
+    for (std::size_t i = 0; i < live; ++i) ++counts[(keys_[i] >> shift) & mask];
+    std::uint32_t digit = mask;
+    for (;; --digit) {  // from the largest digit down; the k-th largest is in the first bucket
+      if (counts[digit] >= k) break;  // that reaches k
+      k -= counts[digit];
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < live; ++i) {
+      keys_[kept] = keys_[i];
+      kept += ((keys_[i] >> shift) & mask) == digit;
+    }
+    live = kept;
+  }
+  return from_order_key(keys_[0]);
+}
+
 void CandidateBuffer::compact() {
   if (count_ <= k_) return;
-  scratch_.assign(values_.begin(), values_.begin() + std::ptrdiff_t(count_));
-  // Entries are never NaN (admission is x > threshold), so std::greater is a strict weak order.
-  std::nth_element(scratch_.begin(), scratch_.begin() + (k_ - 1), scratch_.end(), std::greater<float>());
-  const float kth = scratch_[k_ - 1];
+  // Entries are never NaN (admission is x > threshold), so the order keys are a total order.
+  const float kth = kth_largest(values_.data(), count_, k_);
   std::size_t above = 0;
   for (std::size_t i = 0; i < count_; ++i) above += values_[i] > kth;
   // Keep everything above the K-th value and, of the entries equal to it, the first ones in
@@ -36,9 +86,11 @@ void CandidateBuffer::compact() {
   std::size_t equal_left = k_ - above;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < count_; ++i) {
+    // Branch-free: on random candidates every compare would mispredict half the time.
     const float v = values_[i];
-    const bool keep = v > kth || (v == kth && equal_left > 0);
-    if (v == kth && keep) --equal_left;
+    const std::size_t equal = v == kth;
+    const std::size_t keep = (v > kth) | (equal & (equal_left != 0));
+    equal_left -= equal & keep;
     values_[kept] = v;
     tokens_[kept] = tokens_[i];
     kept += keep;
@@ -51,10 +103,11 @@ void CandidateBuffer::start_chunk(std::uint64_t chunk_size) {
   seeded_ = k_ == 0;
   admitted_since_seed_check_ = 0;
   // A random row admits about K (1 + ln(n / K)) entries in a running top-K scan of n, plus the
-  // first `capacity` before the threshold first rises; twice that means the order is adversarial.
+  // first `capacity` before the threshold first rises; well over that means the order is
+  // adversarial (the seed costs a selection over 2K entries, so random rows should not ask).
   const double n = double(chunk_size), k = double(k_);
   const double typical = n > k && k > 0 ? k * (1.0 + std::log(n / k)) : n;
-  seed_budget_ = std::uint64_t(double(capacity_) + 2.0 * typical);
+  seed_budget_ = std::uint64_t(2.0 * double(capacity_) + 3.0 * typical);
 }
 
 void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
@@ -67,9 +120,9 @@ void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
     if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
   }
   if (scratch_.size() < k_) return;
-  std::nth_element(scratch_.begin(), scratch_.begin() + (k_ - 1), scratch_.end(), std::greater<float>());
   // Just below t, so that entries equal to t are still admitted (t may be the K-th best itself).
-  const float below_t = std::nextafter(scratch_[k_ - 1], -std::numeric_limits<float>::infinity());
+  const float below_t = std::nextafter(kth_largest(scratch_.data(), scratch_.size(), k_),
+                                       -std::numeric_limits<float>::infinity());
   threshold_ = std::max(threshold_, below_t);
 }
 

@@ -25,9 +25,8 @@ namespace logprobs::cpu {
 
 class CandidateBuffer {
  public:
-  // Room past capacity() that a SIMD admission step may write to (whole vectors, compress-stores):
-  // the kernel admits at most one block (kBlockVectors vectors of at most 16 floats) and a compress
-  // store writes a whole vector, before it compacts.
+  // Room past capacity() for one block of admissions: the kernel admits at most one block
+  // (kBlockVectors vectors of at most 16 floats) before it compacts.
   static constexpr std::size_t kBlockVectors = 4;
   static constexpr std::size_t kSlack = (kBlockVectors + 1) * 16;
 
@@ -42,7 +41,7 @@ class CandidateBuffer {
   const float* values() const { return values_.data(); }
   const std::uint32_t* tokens() const { return tokens_.data(); }
 
-  // Where the SIMD kernel compress-stores admitted entries; it then calls added(n).
+  // Where the SIMD kernel appends admitted entries; it then calls added(n).
   float* value_tail() { return values_.data() + count_; }
   std::uint32_t* token_tail() { return tokens_.data() + count_; }
   void added(std::size_t n) {
@@ -80,7 +79,10 @@ class CandidateBuffer {
   std::size_t capacity_ = 0;
   std::vector<float> values_;
   std::vector<std::uint32_t> tokens_;
-  std::vector<float> scratch_;  // selection workspace
+  std::vector<float> scratch_;        // seed sample
+  std::vector<std::uint32_t> keys_;   // selection workspace
+
+  float kth_largest(const float* values, std::size_t n, std::size_t k);
   bool seeded_ = false;
   std::uint64_t admitted_since_seed_check_ = 0;
   std::uint64_t seed_budget_ = 0;

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -57,26 +58,48 @@ struct LaneState {
   bool has_nan;
 };
 
-// The admission path of one block: compress-store the lanes above threshold, with their tokens.
-HWY_NOINLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st, CandidateBuffer& buffer,
-                             const float* ahead, std::uint64_t ahead_n) {
+// The rare part of admission, out of line: compaction and the ascending-row seed. Returns the
+// new threshold.
+HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const float* ahead, std::uint64_t ahead_n) {
+  if (buffer.over_capacity()) buffer.compact();
+  if (buffer.wants_seed()) buffer.seed_from_ahead(ahead, ahead_n);
+  return buffer.threshold();
+}
+
+// The admission path of one block: append the lanes above threshold, with their tokens. Inline
+// and scalar (general registers only) so that the hot loop's vector state stays in registers; an
+// out-of-line call would spill and reload it, since every vector register is caller-saved.
+// A set-bit loop rather than hn::CompressStore: Highway 1.0.3's x86 Compress copies its 1 KiB
+// permutation table onto the stack on every call (a local constexpr array).
+HWY_INLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st, CandidateBuffer& buffer,
+                           const float* ahead, std::uint64_t ahead_n) {
   const D d;
-  const DU du;
   const std::size_t lanes = hn::Lanes(d);
+  HWY_ALIGN float values[HWY_MAX_BYTES / sizeof(float)];
   for (std::size_t i = 0; i < kBlockVectors; ++i) {
-    const auto above = hn::Gt(x[i], st.threshold);  // false for NaN and (threshold >= -inf) for -inf
-    if (!hn::AllFalse(d, above)) {
-      const std::size_t count = hn::CompressStore(x[i], above, d, buffer.value_tail());
-      const auto tokens = hn::Iota(du, first_token + static_cast<std::uint32_t>(i * lanes));
-      hn::CompressStore(tokens, hn::RebindMask(du, above), du, buffer.token_tail());
+    const auto above = hn::Gt(x[i], st.threshold);  // false for NaN, and for -inf (threshold >= -inf)
+    std::uint64_t bits = 0;
+    hn::StoreMaskBits(d, above, reinterpret_cast<std::uint8_t*>(&bits));
+    if (bits != 0) {
+      hn::Store(x[i], d, values);
+      float* out_values = buffer.value_tail();
+      std::uint32_t* out_tokens = buffer.token_tail();
+      std::size_t count = 0;
+      const std::uint32_t token = first_token + static_cast<std::uint32_t>(i * lanes);
+      for (; bits != 0; bits &= bits - 1) {
+        const unsigned lane = static_cast<unsigned>(__builtin_ctzll(bits));
+        out_values[count] = values[lane];
+        out_tokens[count] = token + lane;
+        ++count;
+      }
       buffer.added(count);
     }
     // IsNaN, not Ne(x, x): Highway's Ne is an ordered compare on x86 (false for NaN).
-    if (!hn::AllFalse(d, hn::IsNaN(x[i]))) st.has_nan = true;
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(x[i])))) st.has_nan = true;
   }
-  if (buffer.over_capacity()) buffer.compact();
-  if (buffer.wants_seed()) buffer.seed_from_ahead(ahead, ahead_n);
-  st.threshold = hn::Set(d, buffer.threshold());
+  if (HWY_UNLIKELY(buffer.over_capacity() || buffer.wants_seed())) {
+    st.threshold = hn::Set(d, CompactOrSeed(buffer, ahead, ahead_n));
+  }
 }
 
 // One block of kBlockVectors vectors at p (tokens first_token...). `ahead` is the part of the
