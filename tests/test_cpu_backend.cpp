@@ -180,6 +180,12 @@ std::string agree_with_reference(const BatchData& batch, int levels, ErrorStats&
   return check_result(batch, levels, got, ref, errors);
 }
 
+// Restores the OpenMP thread count a test changed.
+struct ThreadCount {
+  int saved = omp_get_max_threads();
+  ~ThreadCount() { omp_set_num_threads(saved); }
+};
+
 class CpuBackendPerTarget : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(CpuBackendPerTarget);
 
@@ -268,7 +274,30 @@ TEST_P(CpuBackendPerTarget, AgreesWithReferenceAtLlamaVocabulary) {
   RecordProperty("max_ulp_error", std::to_string(errors.max_ulps));
 }
 
-// Restores the OpenMP thread count a test changed.
+
+// Large K samples the row for a speculative threshold (candidate_buffer.hpp). Rows whose sampled
+// entries (every 64th) are the only large ones make it lie: fewer than K entries reach it, and the
+// backend must rescan. Also rows with fewer than K candidates at all.
+TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
+  ThreadCount restore;
+  std::mt19937_64 rng(47);
+  ErrorStats errors;
+  for (const int levels : {8, 12}) {
+    BatchData batch = batch_of_one_kind(2, 128256, rng, RowKind::Normal);
+    for (std::uint64_t r = 0; r < batch.rows; ++r) {
+      float* x = batch.row(r);
+      for (std::uint64_t j = 0; j < batch.vocab; ++j) {
+        if (r % 2 == 0 && j % 64 == 32) x[j] = 100.0f + float(j % 1000);  // the sample, and little else
+        if (r % 2 == 1 && j % 64 != 32) x[j] = -kInf;                     // fewer than K candidates
+      }
+    }
+    for (const int threads : {1, 4}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(agree_with_reference(batch, levels, errors), "") << "levels " << levels << " threads " << threads;
+    }
+  }
+}
+
 struct ThreadCount {
   int saved = omp_get_max_threads();
   ~ThreadCount() { omp_set_num_threads(saved); }

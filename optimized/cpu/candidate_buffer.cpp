@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 
 namespace logprobs::cpu {
@@ -20,8 +21,7 @@ void CandidateBuffer::reset(std::uint32_t k) {
     tokens_.resize(capacity_ + kSlack);
   }
   seeded_ = false;
-  admitted_since_seed_check_ = 0;
-  seed_budget_ = 0;
+  compactions_in_chunk_ = 0;
 }
 
 namespace {
@@ -49,6 +49,13 @@ float from_order_key(std::uint32_t key) {
 // Linear and branch-light, unlike std::nth_element on random floats (mispredicted compares
 // made it the largest cost of the pass at large K).
 float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size_t k) {
+  if (n <= 2048) {
+    // Small inputs: the radix passes' fixed cost (clearing and walking 2048 counters three
+    // times) outweighs nth_element's mispredictions.
+    small_.assign(values, values + n);
+    std::nth_element(small_.begin(), small_.begin() + std::ptrdiff_t(k - 1), small_.end(), std::greater<float>());
+    return small_[k - 1];
+  }
   keys_.resize(n);
   for (std::size_t i = 0; i < n; ++i) keys_[i] = order_key(values[i]);
   std::size_t live = n;
@@ -97,17 +104,12 @@ void CandidateBuffer::compact() {
   }
   count_ = kept;
   threshold_ = kth;
+  ++compactions_in_chunk_;
 }
 
-void CandidateBuffer::start_chunk(std::uint64_t chunk_size) {
+void CandidateBuffer::start_chunk() {
   seeded_ = k_ == 0;
-  admitted_since_seed_check_ = 0;
-  // A random row admits about K (1 + ln(n / K)) entries in a running top-K scan of n, plus the
-  // first `capacity` before the threshold first rises; well over that means the order is
-  // adversarial (the seed costs a selection over 2K entries, so random rows should not ask).
-  const double n = double(chunk_size), k = double(k_);
-  const double typical = n > k && k > 0 ? k * (1.0 + std::log(n / k)) : n;
-  seed_budget_ = std::uint64_t(2.0 * double(capacity_) + 3.0 * typical);
+  compactions_in_chunk_ = 0;
 }
 
 void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
@@ -124,6 +126,24 @@ void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
   const float below_t = std::nextafter(kth_largest(scratch_.data(), scratch_.size(), k_),
                                        -std::numeric_limits<float>::infinity());
   threshold_ = std::max(threshold_, below_t);
+}
+
+float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t vocab) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  if (k_ < 255) return kNone;  // few admissions anyway; the sample would cost more than it saves
+  // One sample every 64 entries (every 4th cache line: the sample reads a quarter of the row at
+  // most); t is the j-th largest, j such that about 2K row entries are expected >= t, and at
+  // least 16 so that fewer than K is unlikely (a rescan) even at K = 255.
+  constexpr std::uint64_t stride = 64;
+  const std::uint64_t j = std::max<std::uint64_t>(16, 2 * std::uint64_t{k_} / stride);
+  if (vocab / stride < 4 * j) return kNone;
+  scratch_.clear();
+  for (std::uint64_t i = stride / 2; i < vocab; i += stride) {
+    const float v = row[i];
+    if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
+  }
+  if (scratch_.size() < j) return kNone;
+  return std::nextafter(kth_largest(scratch_.data(), scratch_.size(), j), kNone);
 }
 
 }  // namespace logprobs::cpu

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -44,10 +45,7 @@ class CandidateBuffer {
   // Where the SIMD kernel appends admitted entries; it then calls added(n).
   float* value_tail() { return values_.data() + count_; }
   std::uint32_t* token_tail() { return tokens_.data() + count_; }
-  void added(std::size_t n) {
-    count_ += n;
-    admitted_since_seed_check_ += n;
-  }
+  void added(std::size_t n) { count_ += n; }
 
   // Scalar admission (merging chunk survivors). Requires tokens ascending across calls.
   void admit(float value, std::uint32_t token) {
@@ -62,15 +60,29 @@ class CandidateBuffer {
   // threshold to the K-th best value when K entries remain.
   void compact();
 
-  // Ascending rows defeat a running threshold: every entry beats the K-th best so far. When a
-  // chunk has admitted far more than a random row would (see kernel), the kernel asks for a seed
-  // from the entries not yet scanned, [ahead, ahead + n): with t the K-th largest candidate among
-  // the last entries of that range, at least K entries >= t are still to come and each will be
-  // admitted (the threshold becomes the float just below t), so everything below t is beaten by K
-  // of them and may be rejected. Done at most once per chunk (start_chunk re-arms it).
-  void start_chunk(std::uint64_t chunk_size);
-  bool wants_seed() const { return !seeded_ && admitted_since_seed_check_ > seed_budget_; }
+  // Ascending rows defeat a running threshold: every entry beats the K-th best so far, and the
+  // buffer compacts every K + 64 entries. A second compaction within one chunk is the sign (a
+  // random row's admissions thin out as K / position, so it rarely compacts twice in a chunk
+  // after its first); the kernel then asks for a seed from the entries not yet scanned,
+  // [ahead, ahead + n): with t the K-th largest candidate among the last entries of that range,
+  // at least K entries >= t are still to come and each will be admitted (the threshold becomes
+  // the float just below t), so everything below t is beaten by K of them and may be rejected.
+  // For ascending rows t is the chunk's exact K-th best. At most once per chunk (start_chunk
+  // re-arms it), so a false alarm costs one selection over max(2K, 256) entries.
+  void start_chunk();
+  bool wants_seed() const { return !seeded_ && compactions_in_chunk_ >= 2; }
   void seed_from_ahead(const float* ahead, std::uint64_t n);
+
+  // Large K: a running threshold admits about K (1 + ln(V / K)) entries of a random row (and
+  // 2K + 64 before it first rises). A speculative threshold from a strided sample cuts that to
+  // about 2K: t = the j-th largest sampled candidate, with j such that about 2K row entries
+  // are expected >= t. Entries >= t are admitted (threshold = the float just below t). It holds
+  // if the row still yields K entries: every entry not admitted is < t <= each of them, so they
+  // are the exact top-K. If fewer than K came in (a sample that lied, or a row with fewer than K
+  // candidates), the caller rescans the row without it (`speculated` tells it to). Returns the
+  // threshold to raise to, or -inf when K is too small or the sample too thin to bother.
+  float speculative_threshold(const float* row, std::uint64_t vocab);
+  void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
  private:
   std::uint32_t k_ = 0;
@@ -81,11 +93,11 @@ class CandidateBuffer {
   std::vector<std::uint32_t> tokens_;
   std::vector<float> scratch_;        // seed sample
   std::vector<std::uint32_t> keys_;   // selection workspace
+  std::vector<float> small_;          // selection workspace
 
   float kth_largest(const float* values, std::size_t n, std::size_t k);
   bool seeded_ = false;
-  std::uint64_t admitted_since_seed_check_ = 0;
-  std::uint64_t seed_budget_ = 0;
+  int compactions_in_chunk_ = 0;
 };
 
 }  // namespace logprobs::cpu

@@ -101,22 +101,42 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from
+  // `threshold`; fills stats (one per chunk) and leaves the buffer compacted.
+  static void scan_row(const float* x, std::uint64_t vocab, float threshold, CandidateBuffer& buffer,
+                       ChunkStats* stats) {
+    buffer.raise_threshold(threshold);
+    for (std::uint64_t c = 0; c < chunk_count(vocab); ++c) {
+      const std::uint64_t begin = c * kChunk, size = std::min(kChunk, vocab - begin);
+      stats[c] = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+    }
+    buffer.compact();
+  }
+
+  // A speculative threshold that left fewer than K entries (see candidate_buffer.hpp): the top-K
+  // again without it. The statistics do not depend on the threshold, so only the top-K is redone.
+  static void rescan_without_speculation(const float* x, std::uint64_t vocab, std::uint32_t k,
+                                         CandidateBuffer& buffer, std::vector<ChunkStats>& scratch) {
+    buffer.reset(k);
+    scan_row(x, vocab, -std::numeric_limits<float>::infinity(), buffer, scratch.data());
+  }
+
   static void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
                          const LogprobsOutput& out) {
     const std::uint64_t chunks = chunk_count(batch.vocab);
 #pragma omp parallel
     {
       CandidateBuffer buffer;
-      std::vector<ChunkStats> stats(chunks);
+      std::vector<ChunkStats> stats(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t t = 0; t < tasks.size(); ++t) {
         const float* x = batch.logit_row(tasks[t].logit_row).data();
         buffer.reset(k);
-        for (std::uint64_t c = 0; c < chunks; ++c) {
-          const std::uint64_t begin = c * kChunk, size = std::min(kChunk, batch.vocab - begin);
-          stats[c] = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+        const float speculative = buffer.speculative_threshold(x, batch.vocab);
+        scan_row(x, batch.vocab, speculative, buffer, stats.data());
+        if (speculative > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
+          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
         }
-        buffer.compact();
         write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
       }
     }
@@ -126,24 +146,31 @@ class CpuBackend final : public Backend {
                          const LogprobsOutput& out) {
     const std::uint64_t chunks = chunk_count(batch.vocab);
     std::vector<ChunkResult> results(tasks.size() * chunks);
+    std::vector<float> speculative(tasks.size());
 #pragma omp parallel
     {
       CandidateBuffer buffer;
 #pragma omp for schedule(dynamic, 1)
+      for (std::size_t t = 0; t < tasks.size(); ++t) {
+        buffer.reset(k);
+        speculative[t] = buffer.speculative_threshold(batch.logit_row(tasks[t].logit_row).data(), batch.vocab);
+      }
+#pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < results.size(); ++item) {
-        const RowTask& task = tasks[item / chunks];
+        const std::size_t t = item / chunks;
         const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
         buffer.reset(k);
+        buffer.raise_threshold(speculative[t]);
         ChunkResult& r = results[item];
-        r.stats = cpu::scan_chunk(batch.logit_row(task.logit_row).data() + begin, size,
+        r.stats = cpu::scan_chunk(batch.logit_row(tasks[t].logit_row).data() + begin, size,
                                   static_cast<std::uint32_t>(begin), buffer);
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
       }
+      std::vector<ChunkStats> stats(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t t = 0; t < tasks.size(); ++t) {
-        std::vector<ChunkStats> stats(chunks);
         buffer.reset(k);
         for (std::uint64_t c = 0; c < chunks; ++c) {
           const ChunkResult& r = results[t * chunks + c];
@@ -151,6 +178,9 @@ class CpuBackend final : public Backend {
           for (std::size_t i = 0; i < r.values.size(); ++i) buffer.admit(r.values[i], r.tokens[i]);
         }
         buffer.compact();
+        if (speculative[t] > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
+          rescan_without_speculation(batch.logit_row(tasks[t].logit_row).data(), batch.vocab, k, buffer, ignored);
+        }
         write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
       }
     }

@@ -141,7 +141,7 @@ ChunkStats ScanChunk(const float* x, std::uint64_t n, std::uint32_t first_token,
   for (auto& s : st.sum) s = hn::Zero(d);
   st.threshold = hn::Set(d, buffer.threshold());
   st.has_nan = false;
-  buffer.start_chunk(n);
+  buffer.start_chunk();
 
   std::uint64_t j = 0;
   for (; j + block <= n; j += block) {
