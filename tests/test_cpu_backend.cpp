@@ -298,11 +298,6 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
   }
 }
 
-struct ThreadCount {
-  int saved = omp_get_max_threads();
-  ~ThreadCount() { omp_set_num_threads(saved); }
-};
-
 TEST_P(CpuBackendPerTarget, BitwiseIdenticalWithAnyThreadCount) {
   ThreadCount restore;
   std::mt19937_64 rng(45);
