@@ -11,10 +11,12 @@
 //   - rows >= threads: each thread scans whole rows, chunk after chunk, with one candidate buffer
 //     whose threshold carries across chunks (the cheapest: fewest admissions);
 //   - rows < threads (decode): (row, chunk) pairs are scanned in parallel, each chunk with its own
-//     buffer; a second parallel step appends each row's chunk survivors in chunk order.
+//     buffer; the thread that finishes a row's last chunk appends its chunks' survivors in chunk
+//     order.
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -146,40 +148,48 @@ class CpuBackend final : public Backend {
                          const LogprobsOutput& out) {
     const std::uint64_t chunks = chunk_count(batch.vocab);
     std::vector<ChunkResult> results(tasks.size() * chunks);
+    // Fewer rows than threads: the row samples are few and cheap, so take them serially.
     std::vector<float> speculative(tasks.size());
-#pragma omp parallel
     {
       CandidateBuffer buffer;
-#pragma omp for schedule(dynamic, 1)
       for (std::size_t t = 0; t < tasks.size(); ++t) {
         buffer.reset(k);
         speculative[t] = buffer.speculative_threshold(batch.logit_row(tasks[t].logit_row).data(), batch.vocab);
       }
+    }
+    // The thread that scans a row's last outstanding chunk also merges the row, so the whole step
+    // is one parallel loop with no barrier in between (a barrier costs a scheduler quantum on a
+    // busy machine). Which thread merges does not matter: it merges in chunk order.
+    std::vector<std::atomic<std::uint64_t>> chunks_left(tasks.size());
+    for (auto& left : chunks_left) left.store(chunks, std::memory_order_relaxed);
+#pragma omp parallel
+    {
+      CandidateBuffer buffer;
+      std::vector<ChunkStats> stats(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < results.size(); ++item) {
         const std::size_t t = item / chunks;
+        const float* x = batch.logit_row(tasks[t].logit_row).data();
         const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
         buffer.reset(k);
         buffer.raise_threshold(speculative[t]);
         ChunkResult& r = results[item];
-        r.stats = cpu::scan_chunk(batch.logit_row(tasks[t].logit_row).data() + begin, size,
-                                  static_cast<std::uint32_t>(begin), buffer);
+        r.stats = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
-      }
-      std::vector<ChunkStats> stats(chunks), ignored(chunks);
-#pragma omp for schedule(dynamic, 1)
-      for (std::size_t t = 0; t < tasks.size(); ++t) {
+        // acq_rel: the merging thread sees every other chunk's result.
+        if (chunks_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+
         buffer.reset(k);
         for (std::uint64_t c = 0; c < chunks; ++c) {
-          const ChunkResult& r = results[t * chunks + c];
-          stats[c] = r.stats;
-          for (std::size_t i = 0; i < r.values.size(); ++i) buffer.admit(r.values[i], r.tokens[i]);
+          const ChunkResult& chunk = results[t * chunks + c];
+          stats[c] = chunk.stats;
+          for (std::size_t i = 0; i < chunk.values.size(); ++i) buffer.admit(chunk.values[i], chunk.tokens[i]);
         }
         buffer.compact();
         if (speculative[t] > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
-          rescan_without_speculation(batch.logit_row(tasks[t].logit_row).data(), batch.vocab, k, buffer, ignored);
+          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
         }
         write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
       }
