@@ -6,12 +6,13 @@
 //      when a block holds an entry more than kRefMargin above it, so the rescaling exp is rare
 //      (at most once per 64 units of growth, not once per new max) and the common path is one
 //      Sub + Exp + Add per vector. Why the margin is safe: exp(x - ref) <= e^64 ~ 6e27, and a lane
-//      sums at most 2^32 / 4 such terms per accumulator, far below FLT_MAX ~ 3.4e38; and entries
+//      sums at most n / lanes such terms, with chunks of 2^14 entries e^64 * 2^14 ~ 1e32 < FLT_MAX
+//      ~ 3.4e38 (the backend never passes a larger n); and entries
 //      more than 87 below ref underflow to 0, but they are more than 87 below the lane's true max
 //      too, so below one f32 ulp of the sum.
 //   2. Top-K admission: the block is compared against the buffer's threshold (one Le + And per
 //      vector); only when some lane is not <= threshold does it take the admission path, which
-//      compress-stores the lanes above threshold. A NaN fails every `<=`, so NaN detection costs
+//      appends the lanes above threshold. A NaN fails every `<=`, so NaN detection costs
 //      nothing on the common path: the admission path records it.
 //   3. Special values (SPEC §3), without relying on Exp for them: Highway's Exp returns 0 for NaN
 //      and -inf inputs (and x - ref is NaN for x = +inf or x = ref = -inf), so the sum itself never
@@ -53,7 +54,7 @@ constexpr float kRefMargin = 64.0f;
 struct LaneState {
   V ref;        // per-lane reference point of the sums
   V ref_limit;  // ref + kRefMargin: a block entry above it forces a rescale
-  V sum[kBlockVectors];
+  V sum;
   V threshold;  // the buffer's admission threshold, broadcast
   bool has_nan;
 };
@@ -122,11 +123,15 @@ HWY_INLINE void ScanBlock(const float* HWY_RESTRICT p, std::uint32_t first_token
     // harmless since such a lane's sum is still 0.
     const V new_ref = hn::Max(st.ref, block_max);
     const V scale = hn::Exp(d, hn::Sub(st.ref, new_ref));
-    for (auto& s : st.sum) s = hn::Mul(s, scale);
+    st.sum = hn::Mul(st.sum, scale);
     st.ref = new_ref;
     st.ref_limit = hn::Add(new_ref, hn::Set(d, kRefMargin));
   }
-  for (std::size_t i = 0; i < kBlockVectors; ++i) st.sum[i] = hn::Add(st.sum[i], hn::Exp(d, hn::Sub(x[i], st.ref)));
+  // One accumulator, added a block at a time: fewer live vector registers (AVX2 has 16, and
+  // Exp's constants want most of them) and one dependent add per block instead of per vector.
+  const V e01 = hn::Add(hn::Exp(d, hn::Sub(x[0], st.ref)), hn::Exp(d, hn::Sub(x[1], st.ref)));
+  const V e23 = hn::Add(hn::Exp(d, hn::Sub(x[2], st.ref)), hn::Exp(d, hn::Sub(x[3], st.ref)));
+  st.sum = hn::Add(st.sum, hn::Add(e01, e23));
 }
 
 ChunkStats ScanChunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer) {
@@ -138,7 +143,7 @@ ChunkStats ScanChunk(const float* x, std::uint64_t n, std::uint32_t first_token,
   LaneState st;
   st.ref = hn::Set(d, neg_inf);
   st.ref_limit = st.ref;
-  for (auto& s : st.sum) s = hn::Zero(d);
+  st.sum = hn::Zero(d);
   st.threshold = hn::Set(d, buffer.threshold());
   st.has_nan = false;
   buffer.start_chunk();
@@ -155,7 +160,7 @@ ChunkStats ScanChunk(const float* x, std::uint64_t n, std::uint32_t first_token,
   }
 
   // Lanes to one (ref, sum), in double and in lane order (fixed for a given target).
-  const V lane_sums = hn::Add(hn::Add(st.sum[0], st.sum[1]), hn::Add(st.sum[2], st.sum[3]));
+  const V lane_sums = st.sum;
   HWY_ALIGN float refs[HWY_MAX_BYTES / sizeof(float)];
   HWY_ALIGN float sums[HWY_MAX_BYTES / sizeof(float)];
   hn::Store(st.ref, d, refs);
