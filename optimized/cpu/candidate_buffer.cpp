@@ -132,10 +132,11 @@ float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t voc
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   if (k_ < 255) return kNone;  // few admissions anyway; the sample would cost more than it saves
   // One sample every 64 entries (every 4th cache line: the sample reads a quarter of the row at
-  // most); t is the j-th largest, j such that about 2K row entries are expected >= t, and at
-  // least 16 so that fewer than K is unlikely (a rescan) even at K = 255.
+  // most); t is the j-th largest, j such that about 1.5K row entries are expected >= t (fewer
+  // than the buffer's 2K + 64, so a random row compacts once, at the end), and j >= 16 so that
+  // fewer than K (a rescan) stays unlikely: the count's relative spread is about 1 / sqrt(j).
   constexpr std::uint64_t stride = 64;
-  const std::uint64_t j = std::max<std::uint64_t>(16, 2 * std::uint64_t{k_} / stride);
+  const std::uint64_t j = std::max<std::uint64_t>(16, 3 * std::uint64_t{k_} / (2 * stride));
   if (vocab / stride < 4 * j) return kNone;
   scratch_.clear();
   for (std::uint64_t i = stride / 2; i < vocab; i += stride) {

@@ -75,7 +75,7 @@ class CandidateBuffer {
 
   // Large K: a running threshold admits about K (1 + ln(V / K)) entries of a random row (and
   // 2K + 64 before it first rises). A speculative threshold from a strided sample cuts that to
-  // about 2K: t = the j-th largest sampled candidate, with j such that about 2K row entries
+  // about 1.5K: t = the j-th largest sampled candidate, with j such that about 1.5K row entries
   // are expected >= t. Entries >= t are admitted (threshold = the float just below t). It holds
   // if the row still yields K entries: every entry not admitted is < t <= each of them, so they
   // are the exact top-K. If fewer than K came in (a sample that lied, or a row with fewer than K

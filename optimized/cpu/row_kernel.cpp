@@ -70,7 +70,7 @@ HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const float* ahead, st
 // The admission path of one block: append the lanes above threshold, with their tokens. Inline
 // and scalar (general registers only) so that the hot loop's vector state stays in registers; an
 // out-of-line call would spill and reload it, since every vector register is caller-saved.
-// A set-bit loop rather than hn::CompressStore: Highway 1.0.3's x86 Compress copies its 1 KiB
+// Scalar appends rather than hn::CompressStore: Highway 1.0.3's x86 Compress copies its 1 KiB
 // permutation table onto the stack on every call (a local constexpr array).
 HWY_INLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st, CandidateBuffer& buffer,
                            const float* ahead, std::uint64_t ahead_n) {
@@ -82,16 +82,18 @@ HWY_INLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st,
     std::uint64_t bits = 0;
     hn::StoreMaskBits(d, above, reinterpret_cast<std::uint8_t*>(&bits));
     if (bits != 0) {
+      // Branch-free append: every lane is written, and the count only advances past the admitted
+      // ones (kSlack leaves room for the overhang). At large K most blocks admit a few lanes, where
+      // a set-bit loop's exit mispredicts cost more than writing all lanes.
       hn::Store(x[i], d, values);
       float* out_values = buffer.value_tail();
       std::uint32_t* out_tokens = buffer.token_tail();
       std::size_t count = 0;
       const std::uint32_t token = first_token + static_cast<std::uint32_t>(i * lanes);
-      for (; bits != 0; bits &= bits - 1) {
-        const unsigned lane = static_cast<unsigned>(__builtin_ctzll(bits));
+      for (std::size_t lane = 0; lane < lanes; ++lane) {
         out_values[count] = values[lane];
-        out_tokens[count] = token + lane;
-        ++count;
+        out_tokens[count] = token + static_cast<std::uint32_t>(lane);
+        count += (bits >> lane) & 1;
       }
       buffer.added(count);
     }
