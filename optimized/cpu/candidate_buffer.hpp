@@ -17,8 +17,8 @@
 // the threshold happened to be along the way, as long as it never rejected a top-K member.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -79,8 +79,8 @@ class CandidateBuffer {
   // are expected >= t. Entries >= t are admitted (threshold = the float just below t). It holds
   // if the row still yields K entries: every entry not admitted is < t <= each of them, so they
   // are the exact top-K. If fewer than K came in (a sample that lied, or a row with fewer than K
-  // candidates), the caller rescans the row without it (`speculated` tells it to). Returns the
-  // threshold to raise to, or -inf when K is too small or the sample too thin to bother.
+  // candidates), the caller rescans the row without it. Returns the threshold to raise to, or
+  // -inf (no speculation, nothing to rescan) when K is too small or the row too short to bother.
   float speculative_threshold(const float* row, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
@@ -91,13 +91,14 @@ class CandidateBuffer {
   std::size_t capacity_ = 0;
   std::vector<float> values_;
   std::vector<std::uint32_t> tokens_;
-  std::vector<float> scratch_;        // seed sample
-  std::vector<std::uint32_t> keys_;   // selection workspace
-  std::vector<float> small_;          // selection workspace
-
-  float kth_largest(const float* values, std::size_t n, std::size_t k);
+  std::vector<float> scratch_;       // the seed's or the speculation's sample
+  std::vector<std::uint32_t> keys_;  // selection workspace (radix)
+  std::vector<float> small_;         // selection workspace (nth_element)
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
+
+  // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values.
+  float kth_largest(const float* values, std::size_t n, std::size_t k);
 };
 
 }  // namespace logprobs::cpu

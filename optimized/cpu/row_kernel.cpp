@@ -21,8 +21,11 @@
 //
 // Exp error: hwy::Exp (contrib/math) is a range reduction by ln2 in two parts and a degree-7
 // polynomial; its relative error over [-104, 64], the range used here, is at most 2 f32 ulp
-// (tested in tests/test_cpu_backend.cpp against std::exp in double). The normalizer's error is
-// then dominated by the f32 accumulation of the sum (see tests for the measured bound).
+// (tested in tests/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
+// accumulated per lane in f32 (at most 2^14 / lanes terms per chunk) and combined across lanes
+// and chunks in double; log is taken once per row in double (std::log: one call per row needs no
+// SIMD). Measured against the reference on 64 normal rows of V = 128256: at most 1.9e-6 absolute
+// (1 f32 ulp of the output values there), versus 2.5e-4 for the `max` port.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "row_kernel.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
