@@ -1,0 +1,150 @@
+#include "candidate_buffer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+namespace logprobs::cpu {
+
+void CandidateBuffer::reset(std::uint32_t k) {
+  k_ = k;
+  count_ = 0;
+  // K = 0: nothing may enter, not even +inf (x > +inf is false for every x).
+  threshold_ = k == 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  // Compaction costs O(capacity) and happens once per (capacity - K) admissions; 2K + 64 keeps
+  // that a few operations per admitted entry while the threshold rises early in a row (the first
+  // `capacity` candidates of a row are all admitted).
+  capacity_ = k == 0 ? 0 : 2 * std::size_t{k} + 64;
+  if (values_.size() < capacity_ + kSlack) {
+    values_.resize(capacity_ + kSlack);
+    tokens_.resize(capacity_ + kSlack);
+  }
+  seeded_ = false;
+  compactions_in_chunk_ = 0;
+}
+
+namespace {
+
+// Float -> unsigned key with the same order (for non-NaN values): flip all bits of negatives, set
+// the sign bit of positives. -0.0 is mapped to +0.0's key, since the two compare equal as floats.
+std::uint32_t order_key(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if (v == 0.0f) bits = 0;
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+float from_order_key(std::uint32_t key) {
+  const std::uint32_t bits = (key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+// The k-th largest (1-based) of n non-NaN values, by radix selection on order keys: three digit
+// passes of 11, 11 and 10 bits, each counting only the keys that matched the digits so far.
+// Linear and branch-light, unlike std::nth_element on random floats (mispredicted compares
+// made it the largest cost of the pass at large K).
+float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size_t k) {
+  if (n <= 2048) {
+    // Small inputs: the radix passes' fixed cost (clearing and walking 2048 counters three
+    // times) outweighs nth_element's mispredictions.
+    small_.assign(values, values + n);
+    std::nth_element(small_.begin(), small_.begin() + std::ptrdiff_t(k - 1), small_.end(), std::greater<float>());
+    return small_[k - 1];
+  }
+  keys_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) keys_[i] = order_key(values[i]);
+  std::size_t live = n;
+  constexpr int kShifts[3] = {21, 10, 0};
+  constexpr std::uint32_t kMasks[3] = {0x7FF, 0x7FF, 0x3FF};
+  std::uint32_t counts[2048];
+  for (int pass = 0; pass < 3; ++pass) {
+    const int shift = kShifts[pass];
+    const std::uint32_t mask = kMasks[pass];
+    std::fill(counts, counts + mask + 1, 0u);
+    for (std::size_t i = 0; i < live; ++i) ++counts[(keys_[i] >> shift) & mask];
+    std::uint32_t digit = mask;
+    for (;; --digit) {  // from the largest digit down; the k-th largest is in the first bucket
+      if (counts[digit] >= k) break;  // that reaches k
+      k -= counts[digit];
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < live; ++i) {
+      keys_[kept] = keys_[i];
+      kept += ((keys_[i] >> shift) & mask) == digit;
+    }
+    live = kept;
+  }
+  return from_order_key(keys_[0]);
+}
+
+void CandidateBuffer::compact() {
+  if (count_ <= k_) return;
+  // Entries are never NaN (admission is x > threshold), so the order keys are a total order.
+  const float kth = kth_largest(values_.data(), count_, k_);
+  std::size_t above = 0;
+  for (std::size_t i = 0; i < count_; ++i) above += values_[i] > kth;
+  // Keep everything above the K-th value and, of the entries equal to it, the first ones in
+  // token order (the total order's tie-break), preserving token order.
+  std::size_t equal_left = k_ - above;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    // Branch-free: on random candidates every compare would mispredict half the time.
+    const float v = values_[i];
+    const std::size_t equal = v == kth;
+    const std::size_t keep = (v > kth) | (equal & (equal_left != 0));
+    equal_left -= equal & keep;
+    values_[kept] = v;
+    tokens_[kept] = tokens_[i];
+    kept += keep;
+  }
+  count_ = kept;
+  threshold_ = kth;
+  ++compactions_in_chunk_;
+}
+
+void CandidateBuffer::start_chunk() {
+  seeded_ = k_ == 0;
+  compactions_in_chunk_ = 0;
+}
+
+void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
+  seeded_ = true;
+  // The last entries of the range: for ascending rows they are the largest, so t is exact.
+  const std::uint64_t sample = std::min<std::uint64_t>(n, std::max<std::uint64_t>(2 * std::uint64_t{k_}, 256));
+  scratch_.clear();
+  for (std::uint64_t i = n - sample; i < n; ++i) {
+    const float v = ahead[i];
+    if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
+  }
+  if (scratch_.size() < k_) return;
+  // Just below t, so that entries equal to t are still admitted (t may be the K-th best itself).
+  const float below_t = std::nextafter(kth_largest(scratch_.data(), scratch_.size(), k_),
+                                       -std::numeric_limits<float>::infinity());
+  threshold_ = std::max(threshold_, below_t);
+}
+
+float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t vocab) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  if (k_ < 255) return kNone;  // few admissions anyway; the sample would cost more than it saves
+  // One sample every 64 entries (every 4th cache line: the sample reads a quarter of the row at
+  // most); t is the j-th largest, j such that about 1.5K row entries are expected >= t (fewer
+  // than the buffer's 2K + 64, so a random row compacts once, at the end), and j >= 16 so that
+  // fewer than K (a rescan) stays unlikely: the count's relative spread is about 1 / sqrt(j).
+  constexpr std::uint64_t stride = 64;
+  const std::uint64_t j = std::max<std::uint64_t>(16, 3 * std::uint64_t{k_} / (2 * stride));
+  if (vocab / stride < 4 * j) return kNone;
+  scratch_.clear();
+  for (std::uint64_t i = stride / 2; i < vocab; i += stride) {
+    const float v = row[i];
+    if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
+  }
+  if (scratch_.size() < j) return kNone;
+  return std::nextafter(kth_largest(scratch_.data(), scratch_.size(), j), kNone);
+}
+
+}  // namespace logprobs::cpu

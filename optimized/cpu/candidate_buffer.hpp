@@ -1,0 +1,104 @@
+// The top-K candidates of one row (or one chunk of a row), gathered in a single pass.
+//
+// Admission rule: an entry is admitted iff x > threshold(). The threshold starts at -inf, so
+// NaN (every comparison false) and -inf never enter and +inf does (SPEC §2.6). With K = 0 the
+// threshold is +inf and nothing enters.
+//
+// The buffer keeps its entries in ascending token order (they are admitted in scan order, chunks
+// are scanned or appended in chunk order, and compaction is stable). When it fills, compact()
+// keeps exactly the K best under the total order (value descending, token ascending) and raises
+// the threshold to the K-th best value t. Why the later strict `x > t` filter loses nothing of the
+// final top-K under that order: every later entry has a larger token than the K kept ones, so
+// with x <= t it is beaten by all K of them.
+//
+// The result is therefore the exact top-K under a total order, a function of the row alone: the
+// same whether the row is scanned by one thread with one buffer, or chunk by chunk with one
+// buffer per chunk whose survivors are appended in chunk order (SPEC §6), and the same whatever
+// the threshold happened to be along the way, as long as it never rejected a top-K member.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace logprobs::cpu {
+
+class CandidateBuffer {
+ public:
+  // Room past capacity() for one block of admissions: the kernel admits at most one block
+  // (kBlockVectors vectors of at most 16 floats) before it compacts.
+  static constexpr std::size_t kBlockVectors = 4;
+  static constexpr std::size_t kSlack = (kBlockVectors + 1) * 16;
+
+  // Empties the buffer for a row or chunk whose top-k is wanted.
+  void reset(std::uint32_t k);
+
+  std::uint32_t k() const { return k_; }
+  float threshold() const { return threshold_; }
+  std::size_t size() const { return count_; }
+  std::size_t capacity() const { return capacity_; }
+  bool over_capacity() const { return count_ > capacity_; }
+  const float* values() const { return values_.data(); }
+  const std::uint32_t* tokens() const { return tokens_.data(); }
+
+  // Where the SIMD kernel appends admitted entries; it then calls added(n).
+  float* value_tail() { return values_.data() + count_; }
+  std::uint32_t* token_tail() { return tokens_.data() + count_; }
+  void added(std::size_t n) { count_ += n; }
+
+  // Scalar admission (merging chunk survivors). Requires tokens ascending across calls.
+  void admit(float value, std::uint32_t token) {
+    if (!(value > threshold_)) return;
+    values_[count_] = value;
+    tokens_[count_] = token;
+    ++count_;
+    if (count_ > capacity_) compact();
+  }
+
+  // Keeps the K best (value descending, token ascending), in token order, and raises the
+  // threshold to the K-th best value when K entries remain.
+  void compact();
+
+  // Ascending rows defeat a running threshold: every entry beats the K-th best so far, and the
+  // buffer compacts every K + 64 entries. A second compaction within one chunk is the sign (a
+  // random row's admissions thin out as K / position, so it rarely compacts twice in a chunk
+  // after its first); the kernel then asks for a seed from the entries not yet scanned,
+  // [ahead, ahead + n): with t the K-th largest candidate among the last entries of that range,
+  // at least K entries >= t are still to come and each will be admitted (the threshold becomes
+  // the float just below t), so everything below t is beaten by K of them and may be rejected.
+  // For ascending rows t is the chunk's exact K-th best. At most once per chunk (start_chunk
+  // re-arms it), so a false alarm costs one selection over max(2K, 256) entries.
+  void start_chunk();
+  bool wants_seed() const { return !seeded_ && compactions_in_chunk_ >= 2; }
+  void seed_from_ahead(const float* ahead, std::uint64_t n);
+
+  // Large K: a running threshold admits about K (1 + ln(V / K)) entries of a random row (and
+  // 2K + 64 before it first rises). A speculative threshold from a strided sample cuts that to
+  // about 1.5K: t = the j-th largest sampled candidate, with j such that about 1.5K row entries
+  // are expected >= t. Entries >= t are admitted (threshold = the float just below t). It holds
+  // if the row still yields K entries: every entry not admitted is < t <= each of them, so they
+  // are the exact top-K. If fewer than K came in (a sample that lied, or a row with fewer than K
+  // candidates), the caller rescans the row without it. Returns the threshold to raise to, or
+  // -inf (no speculation, nothing to rescan) when K is too small or the row too short to bother.
+  float speculative_threshold(const float* row, std::uint64_t vocab);
+  void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
+
+ private:
+  std::uint32_t k_ = 0;
+  float threshold_ = -std::numeric_limits<float>::infinity();
+  std::size_t count_ = 0;
+  std::size_t capacity_ = 0;
+  std::vector<float> values_;
+  std::vector<std::uint32_t> tokens_;
+  std::vector<float> scratch_;       // the seed's or the speculation's sample
+  std::vector<std::uint32_t> keys_;  // selection workspace (radix)
+  std::vector<float> small_;         // selection workspace (nth_element)
+  bool seeded_ = false;
+  int compactions_in_chunk_ = 0;
+
+  // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values.
+  float kth_largest(const float* values, std::size_t n, std::size_t k);
+};
+
+}  // namespace logprobs::cpu

@@ -1,0 +1,204 @@
+// The `cpu` backend: threads, chunks and the per-row combination around the SIMD chunk scan.
+//
+// Every row is cut into chunks of kChunk entries (the last one shorter). The cut depends on V
+// alone, and so does the order in which chunk statistics are combined (chunk order, in double),
+// so a row's normalizer bits never depend on threads or on the rest of the batch (SPEC §6).
+// The top-K is exact under the total order (value descending, token ascending) and comes out in
+// token order whichever way the row was scanned (see candidate_buffer.hpp), so the token slots
+// are just as independent of the schedule.
+//
+// Two schedules, bitwise identical in output:
+//   - rows >= threads: each thread scans whole rows, chunk after chunk, with one candidate buffer
+//     whose threshold carries across chunks (the cheapest: fewest admissions);
+//   - rows < threads (decode): (row, chunk) pairs are scanned in parallel, each chunk with its own
+//     buffer; the thread that finishes a row's last chunk appends its chunks' survivors in chunk
+//     order.
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "candidate_buffer.hpp"
+#include "logprobs/backend.hpp"
+#include "row_kernel.hpp"
+
+namespace logprobs {
+namespace {
+
+using cpu::CandidateBuffer;
+using cpu::ChunkStats;
+
+// 64 KiB of f32: a chunk's statistics are cheap to combine, and V = 128256 gives 8 chunks, enough
+// to spread one decode row over the cores of a small machine.
+constexpr std::uint64_t kChunk = 16384;
+
+std::uint64_t chunk_count(std::uint64_t vocab) { return (vocab + kChunk - 1) / kChunk; }
+
+// n = -(R + log(sum_c sum_c * exp(ref_c - R))), R = max_c ref_c; NaN for SPEC §3's NaN, +inf and
+// only -inf rows (has_nan, R = +inf, R = -inf).
+double normalizer(const ChunkStats* chunks, std::uint64_t count) {
+  bool has_nan = false;
+  float ref = -std::numeric_limits<float>::infinity();
+  for (std::uint64_t c = 0; c < count; ++c) {
+    has_nan |= chunks[c].has_nan;
+    ref = std::max(ref, chunks[c].ref);
+  }
+  if (has_nan || !std::isfinite(ref)) return std::numeric_limits<double>::quiet_NaN();
+  double sum = 0.0;
+  for (std::uint64_t c = 0; c < count; ++c) {
+    if (chunks[c].ref > -std::numeric_limits<float>::infinity()) {
+      sum += chunks[c].sum * std::exp(double(chunks[c].ref) - double(ref));
+    }
+  }
+  return -(double(ref) + std::log(sum));
+}
+
+// Writes one output row from the row's compacted buffer (<= K entries, token order).
+void write_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, double n,
+               const CandidateBuffer& top, const LogprobsOutput& out) {
+  float* values = out.lp_logits.data() + task.output_row * out.width;
+  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  const std::uint64_t found = std::min<std::uint64_t>(top.size(), k);
+  for (std::uint64_t slot = 0; slot < found; ++slot) {
+    tokens[slot] = top.tokens()[slot];
+    values[slot] = static_cast<float>(double(top.values()[slot]) + n);
+  }
+  const float padding = static_cast<float>(-std::numeric_limits<double>::infinity() + n);
+  for (std::uint64_t slot = found; slot < k; ++slot) {
+    tokens[slot] = static_cast<std::uint32_t>(batch.vocab);
+    values[slot] = padding;
+  }
+  const float* x = batch.logit_row(task.logit_row).data();
+  tokens[k] = task.token;
+  values[k] = static_cast<float>(double(x[task.token]) + n);
+}
+
+struct ChunkResult {
+  ChunkStats stats;
+  std::vector<float> values;  // the chunk's survivors, token order
+  std::vector<std::uint32_t> tokens;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  std::string_view description() const override {
+    return "Highway SIMD (dynamic dispatch), one pass per row: online sum of exp and thresholded "
+           "top-K; OpenMP over rows and fixed chunks";
+  }
+
+ protected:
+  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+    const std::vector<RowTask> tasks = plan_rows(batch);
+    const std::uint32_t k = top_k(levels);
+    const std::uint64_t chunks = chunk_count(batch.vocab);
+    if (chunks == 1 || tasks.size() >= std::uint64_t(omp_get_max_threads())) {
+      whole_rows(batch, tasks, k, out);
+    } else {
+      split_rows(batch, tasks, k, out);
+    }
+  }
+
+ private:
+  // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from
+  // `threshold`; fills stats (one per chunk) and leaves the buffer compacted.
+  static void scan_row(const float* x, std::uint64_t vocab, float threshold, CandidateBuffer& buffer,
+                       ChunkStats* stats) {
+    buffer.raise_threshold(threshold);
+    for (std::uint64_t c = 0; c < chunk_count(vocab); ++c) {
+      const std::uint64_t begin = c * kChunk, size = std::min(kChunk, vocab - begin);
+      stats[c] = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+    }
+    buffer.compact();
+  }
+
+  // A speculative threshold that left fewer than K entries (see candidate_buffer.hpp): the top-K
+  // again without it. The statistics do not depend on the threshold, so only the top-K is redone.
+  static void rescan_without_speculation(const float* x, std::uint64_t vocab, std::uint32_t k,
+                                         CandidateBuffer& buffer, std::vector<ChunkStats>& scratch) {
+    buffer.reset(k);
+    scan_row(x, vocab, -std::numeric_limits<float>::infinity(), buffer, scratch.data());
+  }
+
+  static void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
+                         const LogprobsOutput& out) {
+    const std::uint64_t chunks = chunk_count(batch.vocab);
+#pragma omp parallel
+    {
+      CandidateBuffer buffer;
+      std::vector<ChunkStats> stats(chunks), ignored(chunks);
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t t = 0; t < tasks.size(); ++t) {
+        const float* x = batch.logit_row(tasks[t].logit_row).data();
+        buffer.reset(k);
+        const float speculative = buffer.speculative_threshold(x, batch.vocab);
+        scan_row(x, batch.vocab, speculative, buffer, stats.data());
+        if (speculative > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
+          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
+        }
+        write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
+      }
+    }
+  }
+
+  static void split_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
+                         const LogprobsOutput& out) {
+    const std::uint64_t chunks = chunk_count(batch.vocab);
+    std::vector<ChunkResult> results(tasks.size() * chunks);
+    // Fewer rows than threads: the row samples are few and cheap, so take them serially.
+    std::vector<float> speculative(tasks.size());
+    {
+      CandidateBuffer buffer;
+      for (std::size_t t = 0; t < tasks.size(); ++t) {
+        buffer.reset(k);
+        speculative[t] = buffer.speculative_threshold(batch.logit_row(tasks[t].logit_row).data(), batch.vocab);
+      }
+    }
+    // The thread that scans a row's last outstanding chunk also merges the row, so the whole step
+    // is one parallel loop with no barrier in between (a barrier costs a scheduler quantum on a
+    // busy machine). Which thread merges does not matter: it merges in chunk order.
+    std::vector<std::atomic<std::uint64_t>> chunks_left(tasks.size());
+    for (auto& left : chunks_left) left.store(chunks, std::memory_order_relaxed);
+#pragma omp parallel
+    {
+      CandidateBuffer buffer;
+      std::vector<ChunkStats> stats(chunks), ignored(chunks);
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t item = 0; item < results.size(); ++item) {
+        const std::size_t t = item / chunks;
+        const float* x = batch.logit_row(tasks[t].logit_row).data();
+        const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
+        buffer.reset(k);
+        buffer.raise_threshold(speculative[t]);
+        ChunkResult& r = results[item];
+        r.stats = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+        buffer.compact();
+        r.values.assign(buffer.values(), buffer.values() + buffer.size());
+        r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
+        // acq_rel: the merging thread sees every other chunk's result.
+        if (chunks_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+
+        buffer.reset(k);
+        for (std::uint64_t c = 0; c < chunks; ++c) {
+          const ChunkResult& chunk = results[t * chunks + c];
+          stats[c] = chunk.stats;
+          for (std::size_t i = 0; i < chunk.values.size(); ++i) buffer.admit(chunk.values[i], chunk.tokens[i]);
+        }
+        buffer.compact();
+        if (speculative[t] > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
+          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
+        }
+        write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace logprobs
