@@ -15,14 +15,29 @@ struct Tolerance {
   double ulps = 4;     // units in the last place of the reference value
 };
 
+// Which SPEC §5 rule a violation breaks.
+enum class Rule {
+  shape,              // the result is not [N, W]
+  last_token,         // the last slot's token is not the evaluated token s
+  token_range,        // a top token is neither below V nor the padding token V
+  duplicate_token,    // a top token appears twice in the row
+  not_candidate,      // a top token's logit is NaN or -inf
+  not_top,            // the top tokens' logits are not the K largest candidate logits
+  padding_count,      // more or fewer padding slots than K minus the number of candidates
+  value,              // a value is outside tolerance, or NaN/inf where the reference differs
+};
+
+const char* rule_name(Rule rule);
+
 // One broken rule, located. message() reads like
 // "batch 2, output row 7, slot 3: token 17 got -1.25 want -1.5 (value off by 0.25 > 1.2e-5)".
 struct Violation {
+  Rule rule = Rule::value;
   std::uint64_t batch = 0;
   std::uint64_t output_row = 0;
   std::uint64_t slot = 0;
   std::uint32_t token = 0;
-  std::string what;  // which rule, with got and want
+  std::string what;  // the rule broken, with got and want
   std::string message() const;
 };
 
@@ -30,8 +45,9 @@ struct Violation {
 // they passed). NaN and infinities, which must match exactly, do not count here.
 struct ErrorStats {
   std::uint64_t rows = 0;
+  std::uint64_t values = 0;   // finite values compared
   double max_abs_error = 0;
-  double max_ulp_error = 0;
+  double max_ulp_error = 0;   // |got - ref| / ulp(ref), ulp of the f32 reference value
   void merge(const ErrorStats& other);
 };
 
@@ -44,7 +60,16 @@ struct Verdict {
 // Judges `got` (any implementation's output for `batch` at `levels`) against the input and the
 // reference backend's `reference` output, as SPEC §5 says: tokens exact and tie-aware, padding
 // count exact, values within tolerance. A result of the wrong shape is one violation.
+// Throws InvalidBatch if the batch itself breaks SPEC §4, and std::invalid_argument if
+// `reference` is not of shape [N, W].
 Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance = {});
+
+// The tolerance SPEC §5 allows between a value and its reference value `ref` in a row whose
+// largest logit is `row_max`.
+double allowed_error(double ref, double row_max, const Tolerance& tolerance);
+
+// The spacing of f32 values at |value| (the smallest subnormal at 0).
+double ulp_f32(float value);
 
 }  // namespace logprobs
