@@ -147,7 +147,7 @@ class RowJudge {
     ++stats.values;
     stats.max_abs_error = std::max(stats.max_abs_error, error);
     stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
-    const double allowed = allowed_error(want, facts_.scale_max, tolerance_);
+    const double allowed = allowed_error(want, facts_.scale_max, batch_.vocab, tolerance_);
     if (!(error <= allowed))
       fail(Rule::value, slot, t,
            fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g})", t, got, want, error, allowed));
@@ -202,8 +202,9 @@ double ulp_f32(float value) {
   return double(std::nextafter(a, kInf)) - double(a);
 }
 
-double allowed_error(double ref, double row_max, const Tolerance& tolerance) {
-  return tolerance.atol * std::max(1.0, std::fabs(row_max)) + tolerance.ulps * ulp_f32(static_cast<float>(ref));
+double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
+  return tolerance.atol * std::max(1.0, std::fabs(row_max)) + tolerance.ulps * ulp_f32(static_cast<float>(ref)) +
+         tolerance.summation * std::ldexp(double(vocab), -24);
 }
 
 Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,

@@ -10,9 +10,23 @@
 
 namespace logprobs {
 
+// A value v with reference value ref, in a row of V logits whose largest finite logit is m,
+// agrees when
+//
+//   |v - ref| <= atol * max(1, |m|) + ulps * ulp(ref) + summation * V * 2^-24.
+//
+// The first two terms are SPEC §5's. The third is the worst-case error of the normalizer of a
+// backend that sums exp(x_j - m) in f32: an f32 sum of V nonnegative terms, in any order, has a
+// relative error of at most gamma_{V-1} ~= (V - 1) * 2^-24 (Higham, Accuracy and Stability of
+// Numerical Algorithms, 4.2), which log S turns into the same absolute error of every value. It
+// is not slack: the `max` port reaches 95% of it at V = 152064 on a row with one dominant logit
+// and every other logit 16.6 below it (each exp then just under half an ulp of the running
+// sum, so each addition rounds), an LLM-like row. The remaining f32 errors (exp, x_j - m, log S)
+// are O(2^-24 * log V), inside atol. summation = 0 gives SPEC's rule without the term.
 struct Tolerance {
-  double atol = 1e-5;  // scaled by max(1, |m|), m the row's largest logit
-  double ulps = 4;     // units in the last place of the reference value
+  double atol = 1e-5;     // scaled by max(1, |m|), m the row's largest finite logit
+  double ulps = 4;        // units in the last place of the f32 reference value
+  double summation = 1;   // multiple of the f32 summation bound V * 2^-24
 };
 
 // Which SPEC §5 rule a violation breaks.
@@ -65,9 +79,9 @@ struct Verdict {
 Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance = {});
 
-// The tolerance SPEC §5 allows between a value and its reference value `ref` in a row whose
-// largest logit is `row_max`.
-double allowed_error(double ref, double row_max, const Tolerance& tolerance);
+// The error allowed between a value and its reference value `ref` in a row of `vocab` logits
+// whose largest finite logit is `row_max` (see Tolerance).
+double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
 
 // The spacing of f32 values at |value| (the smallest subnormal at 0).
 double ulp_f32(float value);
