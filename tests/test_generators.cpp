@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <vector>
 #include <sstream>
 
 #include "comparator.hpp"
@@ -48,7 +49,7 @@ struct Coverage {
   std::set<std::uint64_t> real_vocabs;
   std::uint64_t max_items = 0, min_items = 64, max_vocab = 0;
   bool zero_items = false, nan = false, pos_inf = false, neg_inf = false, all_masked = false, stride_gap = false;
-  bool ties = false, fewer_outputs_than_rows = false;
+  bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true;
 };
 
 Coverage sample(int draws) {
@@ -59,8 +60,13 @@ Coverage sample(int draws) {
     const std::uint64_t items = b.sampled_tokens.size();
     c.zero_items |= items == 0;
     c.max_items = std::max(c.max_items, items);
-    if (b.vocab > 4096) c.real_vocabs.insert(b.vocab);
-    else c.max_vocab = std::max(c.max_vocab, b.vocab);
+    if (b.vocab > 4096) {
+      c.real_vocabs.insert(b.vocab);
+      // At most two items of two rows, plus unread rows of the arbitrary shape.
+      c.few_rows_at_real_vocab &= items <= 2 && b.rows <= 2 * 2 + 4;
+    } else {
+      c.max_vocab = std::max(c.max_vocab, b.vocab);
+    }
     c.stride_gap |= b.row_stride > b.vocab;
     for (std::uint64_t item = 0; item < items; ++item) {
       const auto rows = b.logit_row_offsets[item + 1] - b.logit_row_offsets[item];
@@ -69,27 +75,30 @@ Coverage sample(int draws) {
     for (std::uint64_t r = b.logit_row_offsets.front(); r < b.logit_row_offsets.back(); ++r) {
       const auto x = b.view().logit_row(r);
       bool all_neg_inf = true;
-      std::set<float> distinct;
+      std::vector<float> finite;
       for (const float v : x) {
         c.nan |= std::isnan(v);
         c.pos_inf |= v == INFINITY;
         c.neg_inf |= v == -INFINITY;
         all_neg_inf &= v == -INFINITY;
-        if (std::isfinite(v)) distinct.insert(v);
+        if (std::isfinite(v)) finite.push_back(v);
       }
       c.all_masked |= all_neg_inf;
-      c.ties |= x.size() > 4 && distinct.size() * 2 < x.size() && distinct.size() > 1;
+      std::sort(finite.begin(), finite.end());
+      const auto distinct = std::unique(finite.begin(), finite.end()) - finite.begin();
+      c.ties |= x.size() > 64 && distinct * 2 < std::ptrdiff_t(x.size()) && distinct > 1;
     }
   }
   return c;
 }
 
 TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
-  const Coverage c = sample(400);
+  const Coverage c = sample(200);
   EXPECT_TRUE(c.zero_items);
   EXPECT_GE(c.max_items, 56u);
   EXPECT_GE(c.max_vocab, 3500u);
   EXPECT_FALSE(c.real_vocabs.empty());
+  EXPECT_TRUE(c.few_rows_at_real_vocab);
   EXPECT_TRUE(c.nan);
   EXPECT_TRUE(c.pos_inf);
   EXPECT_TRUE(c.neg_inf);
@@ -97,16 +106,6 @@ TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
   EXPECT_TRUE(c.stride_gap);
   EXPECT_TRUE(c.ties);
   EXPECT_TRUE(c.fewer_outputs_than_rows);
-}
-
-TEST(Generators, RealVocabSizesComeWithFewRows) {
-  const rc::Gen<BatchData> generator = gen::batch();
-  for (int i = 0; i < 400; ++i) {
-    const BatchData b = generator(rc::Random(1000 + i), i % 101).value();
-    if (b.vocab <= 4096) continue;
-    EXPECT_LE(b.sampled_tokens.size(), 2u);
-    EXPECT_LE(b.rows, 2 * 2 + 4u);  // two items of two rows, plus unread rows of the arbitrary shape
-  }
 }
 
 TEST(Generators, SameSeedSameBatch) {
