@@ -259,7 +259,7 @@ nlohmann::json report_metadata(const Tolerance& tolerance) {
   }
   return {{"tool", "logprobs-check"},
           {"version", LOGPROBS_VERSION},
-          {"tolerance", {{"atol", tolerance.atol}, {"ulps", tolerance.ulps}}},
+          {"tolerance", {{"atol", tolerance.atol}, {"ulps", tolerance.ulps}, {"summation", tolerance.summation}}},
           {"backends", backends}};
 }
 

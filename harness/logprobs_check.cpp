@@ -57,7 +57,12 @@ void add_tolerance_options(CLI::App& app, std::vector<CLI::Option*>* record = nu
                           ->capture_default_str();
   CLI::Option* ulps =
       app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")->check(CLI::NonNegativeNumber)->capture_default_str();
-  if (record) record->insert(record->end(), {atol, ulps});
+  CLI::Option* summation =
+      app.add_option("--summation", tolerance.summation,
+                     "multiple of the f32 summation bound V * 2^-24 also allowed (0: SPEC §5's rule alone)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
+  if (record) record->insert(record->end(), {atol, ulps, summation});
 }
 
 void add_campaign_options(CLI::App& app, CampaignArgs& args) {
