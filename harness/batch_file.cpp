@@ -291,6 +291,7 @@ ResultFile read_result_file(const fs::path& path) {
                 shape_text(tokens.shape));
   ResultFile file;
   file.metadata = reader.metadata();
+  file.levels = parse_levels(reader, file.metadata);
   file.result.rows = logits.shape[0];
   file.result.width = logits.shape[1];
   file.result.lp_logits = reader.read_as<float>(logits);

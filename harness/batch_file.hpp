@@ -34,6 +34,7 @@ struct BatchFile {
 
 struct ResultFile {
   ResultData result;
+  std::optional<int> levels;  // from metadata "levels", when present (`logprobs-check run` writes it)
   FileMetadata metadata;
 };
 

@@ -92,7 +92,12 @@ class Campaign {
   void run_case(const BatchData& batch, const Origin& origin, std::optional<std::pair<std::uint64_t, int>> random) {
     for (std::size_t l = 0; l < options_.levels.size(); ++l) {
       const int levels = options_.levels[l];
-      const ResultData reference = run_backend(reference_backend(), batch, levels);
+      ResultData reference;
+      try {
+        reference = run_backend(reference_backend(), batch, levels);
+      } catch (const InvalidBatch& e) {  // the cases are valid by construction; say whose bug it is
+        throw std::logic_error(fmt::format("{} is invalid at levels {}: {}", origin(), levels, e.what()));
+      }
       for (std::size_t b = 0; b < options_.backends.size(); ++b) {
         const Backend& backend = *options_.backends[b];
         const BackendOutcome outcome = judge_backend(backend, batch, levels, reference, options_.tolerance);

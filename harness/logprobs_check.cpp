@@ -107,9 +107,11 @@ std::vector<const Backend*> backends_under_test(const std::vector<std::string>& 
   return chosen;
 }
 
-int levels_for(const FileArgs& args, const BatchFile& file) {
+// --levels, else the batch file's metadata, else (for verify) the result file's metadata.
+int levels_for(const FileArgs& args, const BatchFile& file, const ResultFile* result = nullptr) {
   if (args.levels >= 0) return args.levels;
   if (file.levels) return *file.levels;
+  if (result != nullptr && result->levels) return *result->levels;
   throw UsageError(fmt::format("--levels not given and {} has no \"levels\" in its metadata", args.input));
 }
 
@@ -195,8 +197,8 @@ int run_command(const FileArgs& args) {
 
 int verify_command(const FileArgs& args) {
   const BatchFile file = read_batch_file(args.input);
-  const int levels = levels_for(args, file);
   const ResultFile got = read_result_file(args.result);
+  const int levels = levels_for(args, file, &got);
   const ResultData reference = run_backend(*find_backend("reference"), file.batch, levels);
   const Verdict verdict = compare_result(file.batch, levels, reference, got.result, tolerance);
   print_violations("", {verdict, "", 0}, args.max_violations);
@@ -279,7 +281,8 @@ int run_main(int argc, char** argv) {
   verify->add_option("--input", verify_args.input, "batch file (safetensors)")->required();
   verify->add_option("--result", verify_args.result, "result file: lp_logits F32 [N, W], lp_tokens U32 [N, W]")
       ->required();
-  verify->add_option("--levels", verify_args.levels, "top-K levels (default: the batch file's metadata)")
+  verify->add_option("--levels", verify_args.levels,
+                     "top-K levels (default: the batch file's metadata, else the result file's)")
       ->check(CLI::Range(0, kMaxLevels));
   verify->add_option("--max-violations", verify_args.max_violations, "violations listed at most")
       ->capture_default_str();
@@ -326,6 +329,10 @@ int run_main(int argc, char** argv) {
     return kBadInput;
   } catch (const InvalidBatch& e) {
     fmt::print(stderr, "logprobs-check: invalid batch (SPEC §4): {}\n", e.what());
+    return kBadInput;
+  } catch (const std::exception& e) {
+    // Neither a verdict nor the user's fault (a generator bug, a full disk): still not a pass.
+    fmt::print(stderr, "logprobs-check: internal error: {}\n", e.what());
     return kBadInput;
   }
   return kBadInput;

@@ -92,10 +92,11 @@ TEST(BatchFile, ResultRoundTripKeepsBits) {
   result.lp_logits = {-0.5f, -kInf, kNaN, -1.f, 0.f, -2.f, -3.f, -4.f};
   result.lp_tokens = {1, 7, 7, 0, 3, 2, 1, 0};
   const fs::path path = temp_path("result.safetensors");
-  write_result_file(path, result, {{"backend", "max"}});
+  write_result_file(path, result, {{"backend", "max"}, {"levels", "2"}});
   const ResultFile file = read_result_file(path);
   EXPECT_TRUE(same_bits(result, file.result));
   EXPECT_EQ(file.metadata.at("backend"), "max");
+  EXPECT_EQ(file.levels, 2);
 }
 
 template <typename T>

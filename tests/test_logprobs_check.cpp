@@ -174,6 +174,18 @@ TEST_F(LogprobsCheckCli, ResultOfWrongLevelsFails) {
   EXPECT_TRUE(contains(verify.output, "result shape got [3, 4]")) << verify.output;
 }
 
+TEST_F(LogprobsCheckCli, VerifyTakesLevelsFromTheResultWhenTheBatchHasNone) {
+  const std::string batch = path_of("verify_no_levels.safetensors");
+  const std::string result = path_of("verify_no_levels_result.safetensors");
+  write_batch_file(batch, cli_batch());
+  const CommandResult run =
+      logprobs_check("run --backend max --levels 1 --input " + batch + " --output " + result);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const CommandResult verify = logprobs_check("verify --input " + batch + " --result " + result);
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_TRUE(contains(verify.output, "at levels 1")) << verify.output;
+}
+
 TEST_F(LogprobsCheckCli, CompareWritesJson) {
   const std::string json_path = path_of("compare.json");
   const CommandResult compare =
