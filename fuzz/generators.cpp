@@ -176,8 +176,21 @@ BatchData draw_batch(const Fixed& fixed, int size) {
 
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
   const std::uint32_t token_count = batch.token_row_offsets.back() + trailing_tokens;
-  for (std::uint32_t i = 0; i < token_count; ++i) batch.tokens.push_back(pick<std::uint32_t>(0, vocab));
-  for (int b = 0; b < items; ++b) batch.sampled_tokens.push_back(pick<std::uint32_t>(0, vocab));
+  // SPEC §4 bounds only the tokens a kernel reads; in the arbitrary shape the others are
+  // sometimes out of range, so a backend that reads one shows it.
+  std::vector<bool> read(token_count, false);
+  for (int b = 0; b < items; ++b) {
+    const std::uint32_t outputs = batch.lp_output_offsets[b + 1] - batch.lp_output_offsets[b];
+    for (std::uint32_t r = 1; r < outputs; ++r) read[batch.token_row_offsets[b + 1] - r] = true;
+  }
+  const auto draw_token = [&](bool is_read) {
+    static constexpr std::uint32_t kOutOfRange[] = {0xFFFFFFFFu, 0x80000000u};
+    if (!is_read && arbitrary && chance(10)) return chance(50) ? vocab : pick_of(kOutOfRange);
+    return pick<std::uint32_t>(0, vocab);
+  };
+  for (std::uint32_t i = 0; i < token_count; ++i) batch.tokens.push_back(draw_token(read[i]));
+  for (int b = 0; b < items; ++b)
+    batch.sampled_tokens.push_back(draw_token(batch.lp_output_offsets[b + 1] > batch.lp_output_offsets[b]));
 
   batch.rows = batch.logit_row_offsets.back() + trailing_rows;
   batch.logits.assign(batch.rows * batch.row_stride, kNaN);  // unread rows and stride gaps stay NaN

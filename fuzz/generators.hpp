@@ -34,7 +34,8 @@ enum class ValueShape {
 // on at most 2 batch items of at most 2 rows, offsets of every shape, values of every shape,
 // with -inf masks, NaN and +inf injected into some rows. The RapidCheck size (0..100) scales B,
 // V and rows per batch item. Logits no batch item reads (stride gaps, rows outside
-// [lro[0], lro[B])) are NaN, so a backend that reads them shows it.
+// [lro[0], lro[B])) are NaN, and tokens no output row reads (spare tokens, the sampled token of
+// an item without output rows) are sometimes >= V, so a backend that reads them shows it.
 rc::Gen<BatchData> batch();
 
 // A valid batch with offsets and values of the given shapes (other choices still random).

@@ -49,7 +49,7 @@ struct Coverage {
   std::set<std::uint64_t> real_vocabs;
   std::uint64_t max_items = 0, min_items = 64, max_vocab = 0;
   bool zero_items = false, nan = false, pos_inf = false, neg_inf = false, all_masked = false, stride_gap = false;
-  bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true;
+  bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true, unread_token_out_of_range = false;
 };
 
 Coverage sample(int draws) {
@@ -68,6 +68,8 @@ Coverage sample(int draws) {
       c.max_vocab = std::max(c.max_vocab, b.vocab);
     }
     c.stride_gap |= b.row_stride > b.vocab;
+    for (const std::uint32_t t : b.tokens) c.unread_token_out_of_range |= t >= b.vocab;
+    for (const std::uint32_t t : b.sampled_tokens) c.unread_token_out_of_range |= t >= b.vocab;
     for (std::uint64_t item = 0; item < items; ++item) {
       const auto rows = b.logit_row_offsets[item + 1] - b.logit_row_offsets[item];
       c.fewer_outputs_than_rows |= b.lp_output_offsets[item + 1] - b.lp_output_offsets[item] < rows;
@@ -106,6 +108,7 @@ TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
   EXPECT_TRUE(c.stride_gap);
   EXPECT_TRUE(c.ties);
   EXPECT_TRUE(c.fewer_outputs_than_rows);
+  EXPECT_TRUE(c.unread_token_out_of_range);  // and EveryBatchIsValid shows they are never read
 }
 
 TEST(Generators, SameSeedSameBatch) {
