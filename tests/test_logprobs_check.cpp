@@ -239,7 +239,7 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
 
 TEST(LogprobsCheckCampaign, ShortCampaignPassesAndWritesJson) {
   const std::string json_path = path_of("campaign.json");
-  const CommandResult campaign = logprobs_check("campaign --cases 10 --time 5 --seed 7 --levels 0,3,16 --out-dir " +
+  const CommandResult campaign = logprobs_check("campaign --cases 10 --time 2 --seed 7 --levels 0,3,16 --out-dir " +
                                                 temp_dir().string() + " --json " + json_path);
   EXPECT_EQ(campaign.exit_code, 0) << campaign.output;
   EXPECT_TRUE(contains(campaign.output, "OK: every backend agrees")) << campaign.output;
@@ -278,7 +278,7 @@ TEST(LogprobsCheckCampaign, FailureIsShrunkWrittenAndReplayable) {
   CampaignOptions options;
   options.backends = {&planted};
   options.levels = {0};
-  options.max_cases = 60;
+  options.max_cases = 30;
   options.time_budget_s = 30;
   options.seed = 11;
   options.counterexample_dir = temp_dir() / "counterexamples";
