@@ -64,8 +64,9 @@ struct RowRecipe {
 
 RowRecipe draw_recipe(const Fixed& fixed) {
   RowRecipe r;
-  static constexpr ValueShape kShapes[] = {ValueShape::normal,   ValueShape::bf16,      ValueShape::large,
-                                            ValueShape::constant, ValueShape::ascending, ValueShape::descending};
+  static constexpr ValueShape kShapes[] = {ValueShape::normal,    ValueShape::bf16,       ValueShape::large,
+                                            ValueShape::constant,  ValueShape::ascending,  ValueShape::descending,
+                                            ValueShape::peaked};
   static constexpr float kSigmas[] = {1.0f, 0.1f, 3.0f, 10.0f};
   r.shape = fixed.values ? *fixed.values : pick_of(kShapes);
   r.sigma = pick_of(kSigmas);
@@ -93,6 +94,8 @@ void fill_row(float* x, std::uint64_t vocab, const RowRecipe& r) {
     case ValueShape::constant:
       std::fill(x, x + vocab, normal(engine));
       break;
+    case ValueShape::peaked:
+      break;  // filled below, where positions are drawn
     case ValueShape::ascending:
     case ValueShape::descending:
       for (std::uint64_t j = 0; j < vocab; ++j) x[j] = normal(engine);
@@ -101,6 +104,13 @@ void fill_row(float* x, std::uint64_t vocab, const RowRecipe& r) {
       break;
   }
   std::uniform_int_distribution<std::uint64_t> position(0, vocab - 1);
+  if (r.shape == ValueShape::peaked) {
+    // The sea sits 16.6 below the peak (each exp just under half an ulp of a running sum near
+    // 1, the f32 sum's worst case) or, with sigma, a little higher or lower.
+    const float sea = -16.6f + (r.sigma == 1.0f ? 0.0f : r.sigma - 3.0f);
+    std::fill(x, x + vocab, sea);
+    x[position(engine)] = 0.0f;
+  }
   if (r.mask == 2) std::fill(x, x + vocab, -kInf);
   if (r.mask == 1) {
     const std::uint64_t masked = position(engine);  // up to V - 1 entries, some maybe twice

@@ -28,6 +28,8 @@ enum class ValueShape {
   constant,     // every entry equal
   ascending,    // sorted ascending: threshold filtering's worst case
   descending,   // sorted descending
+  peaked,       // one dominant logit over a flat sea far below it: a confident model's row, and
+                // the worst case of an f32 running sum (see Tolerance in comparator.hpp)
 };
 
 // Any valid batch: B 0..64, V 1..4096 with occasional real vocab sizes (32000, 128256, 152064)

@@ -29,7 +29,7 @@ RC_GTEST_PROP(Generators, EveryShapeCombinationIsValid, ()) {
   const auto offsets = *rc::gen::element(gen::OffsetShape::no_echo, gen::OffsetShape::echo, gen::OffsetShape::arbitrary);
   const auto values = *rc::gen::element(gen::ValueShape::normal, gen::ValueShape::bf16, gen::ValueShape::large,
                                         gen::ValueShape::constant, gen::ValueShape::ascending,
-                                        gen::ValueShape::descending);
+                                        gen::ValueShape::descending, gen::ValueShape::peaked);
   const BatchData batch = *gen::batch(offsets, values);
   validate_batch(batch.view(), kMaxLevels);
   if (offsets == gen::OffsetShape::echo) {

@@ -76,10 +76,11 @@ TEST(Properties, EveryBackendAgreesAtEveryLevel) {
                                            gen::OffsetShape::arbitrary};
   constexpr gen::ValueShape kValues[] = {gen::ValueShape::normal,   gen::ValueShape::bf16,
                                          gen::ValueShape::large,    gen::ValueShape::constant,
-                                         gen::ValueShape::ascending, gen::ValueShape::descending};
+                                         gen::ValueShape::ascending, gen::ValueShape::descending,
+                                         gen::ValueShape::peaked};
   for (int levels = 0; levels <= kMaxLevels; ++levels) {
     for (std::uint64_t seed = 0; seed < 2; ++seed) {
-      const auto generator = gen::batch(kOffsets[(levels + seed) % 3], kValues[(levels + seed) % 6]);
+      const auto generator = gen::batch(kOffsets[(levels + seed) % 3], kValues[(levels + seed) % 7]);
       const BatchData batch = generator(rc::Random(100 * levels + seed), 30).value();
       const ResultData want = run_backend(reference(), batch, levels);
       for (const Backend* backend : available_backends()) {
