@@ -61,7 +61,10 @@ struct ErrorStats {
   std::uint64_t rows = 0;
   std::uint64_t values = 0;   // finite values compared
   double max_abs_error = 0;
-  double max_ulp_error = 0;   // |got - ref| / ulp(ref), ulp of the f32 reference value
+  // |got - ref| / ulp(ref), ulp of the f32 reference value. A log-probability near 0 (a token
+  // of probability near 1) has a tiny ulp, so a small absolute error reads as a great many ULPs
+  // there: read this next to max_abs_error.
+  double max_ulp_error = 0;
   void merge(const ErrorStats& other);
 };
 
