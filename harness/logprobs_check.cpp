@@ -35,6 +35,7 @@ struct CampaignArgs {
   std::vector<std::string> backends;
   std::string json;
   std::string out_dir = ".";
+  CLI::Option* seed_option = nullptr;
   std::vector<CLI::Option*> options;  // to tell whether any was given
 };
 
@@ -71,7 +72,8 @@ void add_campaign_options(CLI::App& app, CampaignArgs& args) {
                   ->check(CLI::NonNegativeNumber)
                   ->capture_default_str());
   o.push_back(app.add_option("--cases", args.cases, "random cases at most (0: as many as the time allows)"));
-  o.push_back(app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)"));
+  args.seed_option = app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)");
+  o.push_back(args.seed_option);
   o.push_back(app.add_option("--levels", args.levels, "levels to cover, comma-separated")
                   ->delimiter(',')
                   ->check(CLI::Range(0, kMaxLevels))
@@ -134,7 +136,7 @@ int run_campaign_command(const CampaignArgs& args, const std::string& program) {
   options.levels = args.levels;
   options.time_budget_s = args.time_s;
   if (args.cases > 0) options.max_cases = args.cases;
-  options.seed = args.seed != 0 ? args.seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
+  options.seed = args.seed_option->count() > 0 ? args.seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
   options.tolerance = tolerance;
   options.counterexample_dir = args.out_dir;
   options.program = program;
@@ -327,7 +329,7 @@ int run_main(int argc, char** argv) {
     fmt::print(stderr, "logprobs-check: {}\n", e.what());
     return kBadInput;
   } catch (const BatchFileError& e) {
-    fmt::print(stderr, "logprobs-check: invalid file: {}\n", e.what());
+    fmt::print(stderr, "logprobs-check: {}\n", e.what());  // names the file and what is wrong with it
     return kBadInput;
   } catch (const InvalidBatch& e) {
     fmt::print(stderr, "logprobs-check: invalid batch (SPEC §4): {}\n", e.what());

@@ -1,5 +1,6 @@
 // Batch and result files (SPEC §7): round trips, widening, and every kind of malformed file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -15,16 +16,31 @@ namespace logprobs {
 namespace {
 
 namespace fs = std::filesystem;
+
+fs::path temp_dir();
+
+// Removes this process's temporary folder when the tests are done.
+class RemoveTempDir : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(temp_dir(), ignored);
+  }
+};
+testing::Environment* const remove_temp_dir = testing::AddGlobalTestEnvironment(new RemoveTempDir);
 using nlohmann::ordered_json;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / "logprobs_test_batch_file";
+fs::path temp_dir() {
+  // One folder per process: ctest runs each test in its own process, several at once.
+  static const fs::path dir = fs::path(testing::TempDir()) / ("logprobs_test_batch_file-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  return dir / name;
+  return dir;
 }
+
+fs::path temp_path(const std::string& name) { return temp_dir() / name; }
 
 // Two batches, the second with two output rows (echo), in rows of stride 5 > V = 3.
 BatchData small_batch() {

@@ -1,6 +1,7 @@
 // The logprobs-check command end to end (the built binary, run as a user would), and the
 // campaign's failure path with a backend that has a planted bug.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -26,10 +27,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
+fs::path temp_dir();
+
+// Removes this process's temporary folder when the tests are done.
+class RemoveTempDir : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(temp_dir(), ignored);
+  }
+};
+testing::Environment* const remove_temp_dir = testing::AddGlobalTestEnvironment(new RemoveTempDir);
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 fs::path temp_dir() {
-  const fs::path dir = fs::path(testing::TempDir()) / "logprobs_test_logprobs_check";
+  // One folder per process: ctest runs each test in its own process, several at once.
+  static const fs::path dir = fs::path(testing::TempDir()) / ("logprobs_test_logprobs_check-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
@@ -223,11 +237,12 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
       {"run --backend max" + input, "--output is required"},
       {"run --backend nosuch" + input + out, "unknown backend 'nosuch'"},
       {"run --backend max --levels 17" + input + out, "17"},
-      {"run --backend max --input " + path_of("missing.safetensors") + out, "invalid file"},
+      {"run --backend max --input " + path_of("missing.safetensors") + out, "missing.safetensors: cannot read"},
+      {"run --backend max" + input + " --output " + path_of("no/such/dir/out.safetensors"), "cannot create"},
       {"compare --input " + path_of("garbage.safetensors"), "header length"},
       {"compare --input " + path_of("no_levels.safetensors"), "--levels not given"},
       {"compare --input " + path_of("invalid.safetensors"), "sampled_tokens[1] = 8 is not below vocab 8"},
-      {"verify" + input + " --result " + path_of("garbage.safetensors"), "invalid file"},
+      {"verify" + input + " --result " + path_of("garbage.safetensors"), "garbage.safetensors: header length"},
       {"--time 3 backends", "--time is an option of the campaign"},
   };
   for (const auto& [args, message] : cases) {
