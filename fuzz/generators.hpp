@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 
 #include "batch_data.hpp"
@@ -14,9 +15,9 @@ namespace logprobs::gen {
 
 // How the three offset arrays relate.
 enum class OffsetShape {
-  echo,       // logit, token and output offsets all equal the input offsets
   no_echo,    // one logit row and one output row per batch item: offsets 0, 1, 2, ...
-  arbitrary,  // any valid offsets
+  echo,       // logit, token and output offsets all equal the input offsets
+  arbitrary,  // any valid offsets: unread leading logit rows, spare tokens, row stride > V
 };
 
 // How a row's values are drawn.
@@ -27,10 +28,16 @@ enum class ValueShape {
   constant,     // every entry equal
   ascending,    // sorted ascending: threshold filtering's worst case
   descending,   // sorted descending
+  peaked,       // one dominant logit over a flat sea far below it: a confident model's row, and
+                // the worst case of an f32 running sum (see Tolerance in comparator.hpp)
 };
 
-// Any valid batch: B 0..64, V 1..4096 with occasional real vocab sizes on few rows, offsets of
-// every shape, values of every shape, with -inf masks, NaN and +inf injected into some rows.
+// Any valid batch: B 0..64, V 1..4096 with occasional real vocab sizes (32000, 128256, 152064)
+// on at most 2 batch items of at most 2 rows, offsets of every shape, values of every shape,
+// with -inf masks, NaN and +inf injected into some rows. The RapidCheck size (0..100) scales B,
+// V and rows per batch item. Logits no batch item reads (stride gaps, rows outside
+// [lro[0], lro[B])) are NaN, and tokens no output row reads (spare tokens, the sampled token of
+// an item without output rows) are sometimes >= V, so a backend that reads them shows it.
 rc::Gen<BatchData> batch();
 
 // A valid batch with offsets and values of the given shapes (other choices still random).
@@ -46,8 +53,16 @@ struct Counterexample {
 };
 
 // Draws from `generator` with `seed` at size `size`; if `fails` holds for the drawn batch,
-// shrinks it while `fails` keeps holding and returns the smallest one reached.
+// shrinks it while `fails` keeps holding and returns the smallest one reached. Shrinking is
+// greedy (the first failing shrink is taken) and stops after `max_tries` calls of `fails`.
 std::optional<Counterexample> find_counterexample(const rc::Gen<BatchData>& generator, std::uint64_t seed,
-                                                  int size, const std::function<bool(const BatchData&)>& fails);
+                                                  int size, const std::function<bool(const BatchData&)>& fails,
+                                                  int max_tries = 20000);
 
 }  // namespace logprobs::gen
+
+namespace logprobs {
+// A short description (B, V, offsets, tokens; the logits when small), which RapidCheck prints
+// for a counterexample.
+void showValue(const BatchData& batch, std::ostream& os);
+}  // namespace logprobs

@@ -1,0 +1,274 @@
+// Batches are drawn with rc::gen::exec, so every choice (B, V, each batch item's row counts,
+// each token, each row's recipe) is a RapidCheck pick that shrinks on its own; picks are laid
+// out so that shrinking towards 0 makes a batch smaller and plainer (fewer items, smaller V,
+// no injected specials). A row's V values come from a seeded engine, not from V picks: real
+// vocab sizes would make shrinking crawl, and the structure, not one logit, is what shrinks.
+#include "generators.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <random>
+
+namespace logprobs::gen {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr std::uint64_t kRealVocabs[] = {32000, 128256, 152064};
+constexpr std::uint64_t kLogitBudget = 1u << 20;  // floats per batch, to keep cases fast
+
+struct Fixed {
+  std::optional<OffsetShape> offsets;
+  std::optional<ValueShape> values;
+};
+
+// n * size / 100, the share of a maximum that RapidCheck's size (0..100) allows.
+int scaled(int size, int n) { return static_cast<int>(std::int64_t(n) * std::clamp(size, 0, 100) / 100); }
+
+// A uniform pick in [lo, hi) that shrinks towards lo. RapidCheck's inRange narrows its range
+// with the size; here the size is applied explicitly (scaled()), so picks get the full range.
+template <typename T>
+T pick(T lo, T hi) {
+  return *rc::gen::resize(100, rc::gen::inRange<T>(lo, hi));
+}
+
+// One of the options, shrinking towards the first (rc::gen::element does not shrink).
+template <typename T, std::size_t N>
+T pick_of(const T (&options)[N]) {
+  return options[pick<std::size_t>(0, N)];
+}
+
+// True with probability percent / 100; shrinks to false.
+bool chance(int percent) { return pick(0, 100) >= 100 - percent; }
+
+float round_to_bf16(float x) {
+  if (std::isnan(x)) return x;
+  auto bits = std::bit_cast<std::uint32_t>(x);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest, ties to even
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
+// How one row is filled: drawn with picks, applied with a seeded engine.
+struct RowRecipe {
+  ValueShape shape = ValueShape::normal;
+  float sigma = 1;
+  std::uint32_t seed = 0;
+  int mask = 0;  // 0 none, 1 a random share of entries is -inf, 2 every entry is -inf
+  bool nan = false;
+  bool pos_inf = false;
+};
+
+RowRecipe draw_recipe(const Fixed& fixed) {
+  RowRecipe r;
+  static constexpr ValueShape kShapes[] = {ValueShape::normal,    ValueShape::bf16,       ValueShape::large,
+                                            ValueShape::constant,  ValueShape::ascending,  ValueShape::descending,
+                                            ValueShape::peaked};
+  static constexpr float kSigmas[] = {1.0f, 0.1f, 3.0f, 10.0f};
+  r.shape = fixed.values ? *fixed.values : pick_of(kShapes);
+  r.sigma = pick_of(kSigmas);
+  r.seed = pick<std::uint32_t>(0, 1u << 30);
+  r.mask = chance(20) ? (chance(15) ? 2 : 1) : 0;
+  r.nan = chance(5);
+  r.pos_inf = chance(5);
+  return r;
+}
+
+void fill_row(float* x, std::uint64_t vocab, const RowRecipe& r) {
+  std::mt19937_64 engine(r.seed);
+  std::normal_distribution<float> normal(0.0f, r.sigma);
+  std::uniform_real_distribution<float> uniform(-1e4f, 1e4f);
+  switch (r.shape) {
+    case ValueShape::normal:
+      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = normal(engine);
+      break;
+    case ValueShape::bf16:
+      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = round_to_bf16(normal(engine));
+      break;
+    case ValueShape::large:
+      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = uniform(engine);
+      break;
+    case ValueShape::constant:
+      std::fill(x, x + vocab, normal(engine));
+      break;
+    case ValueShape::peaked:
+      break;  // filled below, where positions are drawn
+    case ValueShape::ascending:
+    case ValueShape::descending:
+      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = normal(engine);
+      std::sort(x, x + vocab);
+      if (r.shape == ValueShape::descending) std::reverse(x, x + vocab);
+      break;
+  }
+  std::uniform_int_distribution<std::uint64_t> position(0, vocab - 1);
+  if (r.shape == ValueShape::peaked) {
+    // The sea sits 16.6 below the peak (each exp just under half an ulp of a running sum near
+    // 1, the f32 sum's worst case) or, with sigma, a little higher or lower.
+    const float sea = -16.6f + (r.sigma == 1.0f ? 0.0f : r.sigma - 3.0f);
+    std::fill(x, x + vocab, sea);
+    x[position(engine)] = 0.0f;
+  }
+  if (r.mask == 2) std::fill(x, x + vocab, -kInf);
+  if (r.mask == 1) {
+    const std::uint64_t masked = position(engine);  // up to V - 1 entries, some maybe twice
+    for (std::uint64_t i = 0; i < masked; ++i) x[position(engine)] = -kInf;
+  }
+  if (r.nan) x[position(engine)] = kNaN;
+  if (r.pos_inf) x[position(engine)] = kInf;
+}
+
+std::uint64_t draw_real_vocab() {
+  return pick_of(kRealVocabs);
+}
+
+std::uint64_t draw_vocab(int size) {
+  if (chance(30)) return pick<std::uint64_t>(1, 17);  // K >= V and heavy ties at high levels
+  return pick<std::uint64_t>(1, 1 + std::max(16, scaled(size, 4096)));
+}
+
+// Row, token and output counts of one batch item, plus what the arbitrary shape adds.
+struct ItemShape {
+  std::uint32_t logit_rows = 0;
+  std::uint32_t tokens = 0;
+  std::uint32_t outputs = 0;
+};
+
+ItemShape draw_item(OffsetShape offsets, int max_rows) {
+  ItemShape item;
+  switch (offsets) {
+    case OffsetShape::no_echo:
+      item.logit_rows = item.outputs = 1;
+      item.tokens = pick<std::uint32_t>(0, max_rows + 1);  // never read
+      break;
+    case OffsetShape::echo:
+      item.logit_rows = item.tokens = item.outputs = pick<std::uint32_t>(1, max_rows + 1);
+      break;
+    case OffsetShape::arbitrary:
+      item.logit_rows = pick<std::uint32_t>(0, max_rows + 1);
+      item.outputs = pick<std::uint32_t>(0, item.logit_rows + 1);
+      item.tokens = (item.outputs == 0 ? 0 : item.outputs - 1) + pick<std::uint32_t>(0, 3);
+      break;
+  }
+  return item;
+}
+
+BatchData draw_batch(const Fixed& fixed, int size) {
+  static constexpr OffsetShape kOffsetShapes[] = {OffsetShape::no_echo, OffsetShape::echo, OffsetShape::arbitrary};
+  const OffsetShape offsets = fixed.offsets ? *fixed.offsets : pick_of(kOffsetShapes);
+  // Real vocab sizes only with B <= 2 (and at most 2 rows per item, below), to keep memory small.
+  const bool real_vocab = chance(3);
+  const int items = pick(0, 1 + (real_vocab ? 2 : scaled(size, 64)));
+  BatchData batch;
+  batch.vocab = real_vocab ? draw_real_vocab() : draw_vocab(size);
+  const bool arbitrary = offsets == OffsetShape::arbitrary;
+  batch.row_stride = batch.vocab + (arbitrary ? pick<std::uint64_t>(0, 5) : 0);
+
+  // Rows per batch item: at most 2 at real vocab sizes, else as the logit budget allows.
+  const std::uint64_t budget_rows = kLogitBudget / (std::max(1, items) * batch.row_stride);
+  const int max_rows = real_vocab ? 2 : static_cast<int>(std::clamp<std::uint64_t>(budget_rows, 1, 1 + scaled(size, 8)));
+
+  const std::uint32_t lead_rows = arbitrary ? pick<std::uint32_t>(0, 3) : 0;
+  const std::uint32_t lead_tokens = arbitrary ? pick<std::uint32_t>(0, 3) : 0;
+  batch.logit_row_offsets = {lead_rows};
+  batch.token_row_offsets = {lead_tokens};
+  batch.lp_output_offsets = {0};
+  for (int b = 0; b < items; ++b) {
+    const ItemShape item = draw_item(offsets, max_rows);
+    batch.logit_row_offsets.push_back(batch.logit_row_offsets.back() + item.logit_rows);
+    batch.token_row_offsets.push_back(batch.token_row_offsets.back() + item.tokens);
+    batch.lp_output_offsets.push_back(batch.lp_output_offsets.back() + item.outputs);
+  }
+  const std::uint32_t trailing_rows = arbitrary ? pick<std::uint32_t>(0, 3) : 0;
+  const std::uint32_t trailing_tokens = arbitrary ? pick<std::uint32_t>(0, 3) : 0;
+
+  const auto vocab = static_cast<std::uint32_t>(batch.vocab);
+  const std::uint32_t token_count = batch.token_row_offsets.back() + trailing_tokens;
+  // SPEC §4 bounds only the tokens a kernel reads; in the arbitrary shape the others are
+  // sometimes out of range, so a backend that reads one shows it.
+  std::vector<bool> read(token_count, false);
+  for (int b = 0; b < items; ++b) {
+    const std::uint32_t outputs = batch.lp_output_offsets[b + 1] - batch.lp_output_offsets[b];
+    for (std::uint32_t r = 1; r < outputs; ++r) read[batch.token_row_offsets[b + 1] - r] = true;
+  }
+  const auto draw_token = [&](bool is_read) {
+    static constexpr std::uint32_t kOutOfRange[] = {0xFFFFFFFFu, 0x80000000u};
+    if (!is_read && arbitrary && chance(10)) return chance(50) ? vocab : pick_of(kOutOfRange);
+    return pick<std::uint32_t>(0, vocab);
+  };
+  for (std::uint32_t i = 0; i < token_count; ++i) batch.tokens.push_back(draw_token(read[i]));
+  for (int b = 0; b < items; ++b)
+    batch.sampled_tokens.push_back(draw_token(batch.lp_output_offsets[b + 1] > batch.lp_output_offsets[b]));
+
+  batch.rows = batch.logit_row_offsets.back() + trailing_rows;
+  batch.logits.assign(batch.rows * batch.row_stride, kNaN);  // unread rows and stride gaps stay NaN
+  for (std::uint64_t i = lead_rows; i < batch.logit_row_offsets.back(); ++i)
+    fill_row(batch.row(i), batch.vocab, draw_recipe(fixed));
+  return batch;
+}
+
+rc::Gen<BatchData> make(Fixed fixed) {
+  return rc::gen::withSize([fixed](int size) { return rc::gen::exec([fixed, size] { return draw_batch(fixed, size); }); });
+}
+
+}  // namespace
+
+rc::Gen<BatchData> batch() { return make({}); }
+
+rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values) { return make({offsets, values}); }
+
+rc::Gen<int> levels() { return rc::gen::resize(100, rc::gen::inRange(0, kMaxLevels + 1)); }
+
+std::optional<Counterexample> find_counterexample(const rc::Gen<BatchData>& generator, std::uint64_t seed, int size,
+                                                  const std::function<bool(const BatchData&)>& fails, int max_tries) {
+  rc::Shrinkable<BatchData> current = generator(rc::Random(seed), size);
+  if (!fails(current.value())) return std::nullopt;
+  Counterexample found{current.value(), 0};
+  int tries = 1;
+  bool shrunk = true;
+  while (shrunk && tries < max_tries) {
+    shrunk = false;
+    auto shrinks = current.shrinks();
+    while (auto next = shrinks.next()) {
+      BatchData candidate = next->value();
+      ++tries;
+      if (fails(candidate)) {
+        current = std::move(*next);
+        found = {std::move(candidate), found.shrink_steps + 1};
+        shrunk = true;
+        break;
+      }
+      if (tries >= max_tries) break;
+    }
+  }
+  return found;
+}
+
+}  // namespace logprobs::gen
+
+namespace logprobs {
+
+namespace {
+template <typename T>
+void show_list(std::ostream& os, const char* name, const std::vector<T>& values) {
+  os << name << "=[";
+  for (std::size_t i = 0; i < values.size(); ++i) os << (i ? "," : "") << values[i];
+  os << "] ";
+}
+}  // namespace
+
+void showValue(const BatchData& batch, std::ostream& os) {
+  os << "BatchData{B=" << batch.sampled_tokens.size() << " V=" << batch.vocab << " rows=" << batch.rows
+     << " stride=" << batch.row_stride << " ";
+  show_list(os, "lro", batch.logit_row_offsets);
+  show_list(os, "tro", batch.token_row_offsets);
+  show_list(os, "loo", batch.lp_output_offsets);
+  show_list(os, "sampled", batch.sampled_tokens);
+  show_list(os, "tokens", batch.tokens);
+  if (batch.logits.size() <= 64) show_list(os, "logits", batch.logits);
+  os << "}";
+}
+
+}  // namespace logprobs

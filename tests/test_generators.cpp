@@ -1,0 +1,175 @@
+// The generators: every batch they draw is valid, they reach the shapes and specials they
+// promise, and find_counterexample shrinks a planted bug to a small batch.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <vector>
+#include <sstream>
+
+#include "comparator.hpp"
+#include "generators.hpp"
+
+namespace logprobs {
+namespace {
+
+RC_GTEST_PROP(Generators, EveryBatchIsValid, ()) {
+  const BatchData batch = *gen::batch();
+  const int levels = *gen::levels();
+  RC_ASSERT(levels >= 0 && levels <= kMaxLevels);
+  RC_ASSERT(batch.logits.size() == batch.rows * batch.row_stride);
+  const OutputShape shape = validate_batch(batch.view(), levels);  // throws InvalidBatch if not
+  RC_ASSERT(shape.rows == batch.lp_output_offsets.back());
+}
+
+RC_GTEST_PROP(Generators, EveryShapeCombinationIsValid, ()) {
+  const auto offsets = *rc::gen::element(gen::OffsetShape::no_echo, gen::OffsetShape::echo, gen::OffsetShape::arbitrary);
+  const auto values = *rc::gen::element(gen::ValueShape::normal, gen::ValueShape::bf16, gen::ValueShape::large,
+                                        gen::ValueShape::constant, gen::ValueShape::ascending,
+                                        gen::ValueShape::descending, gen::ValueShape::peaked);
+  const BatchData batch = *gen::batch(offsets, values);
+  validate_batch(batch.view(), kMaxLevels);
+  if (offsets == gen::OffsetShape::echo) {
+    RC_ASSERT(batch.logit_row_offsets == batch.lp_output_offsets);
+    RC_ASSERT(batch.token_row_offsets == batch.lp_output_offsets);
+  }
+  if (offsets == gen::OffsetShape::no_echo) {
+    for (std::size_t b = 0; b < batch.lp_output_offsets.size(); ++b) {
+      RC_ASSERT(batch.lp_output_offsets[b] == b);
+      RC_ASSERT(batch.logit_row_offsets[b] == b);
+    }
+  }
+}
+
+// What a deterministic sample of draws covers (seeded, so this test cannot flake).
+struct Coverage {
+  std::set<std::uint64_t> real_vocabs;
+  std::uint64_t max_items = 0, min_items = 64, max_vocab = 0;
+  bool zero_items = false, nan = false, pos_inf = false, neg_inf = false, all_masked = false, stride_gap = false;
+  bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true, unread_token_out_of_range = false;
+};
+
+Coverage sample(int draws) {
+  Coverage c;
+  const rc::Gen<BatchData> generator = gen::batch();
+  for (int i = 0; i < draws; ++i) {
+    const BatchData b = generator(rc::Random(1000 + i), i % 101).value();
+    const std::uint64_t items = b.sampled_tokens.size();
+    c.zero_items |= items == 0;
+    c.max_items = std::max(c.max_items, items);
+    if (b.vocab > 4096) {
+      c.real_vocabs.insert(b.vocab);
+      // At most two items of two rows, plus unread rows of the arbitrary shape.
+      c.few_rows_at_real_vocab &= items <= 2 && b.rows <= 2 * 2 + 4;
+    } else {
+      c.max_vocab = std::max(c.max_vocab, b.vocab);
+    }
+    c.stride_gap |= b.row_stride > b.vocab;
+    for (const std::uint32_t t : b.tokens) c.unread_token_out_of_range |= t >= b.vocab;
+    for (const std::uint32_t t : b.sampled_tokens) c.unread_token_out_of_range |= t >= b.vocab;
+    for (std::uint64_t item = 0; item < items; ++item) {
+      const auto rows = b.logit_row_offsets[item + 1] - b.logit_row_offsets[item];
+      c.fewer_outputs_than_rows |= b.lp_output_offsets[item + 1] - b.lp_output_offsets[item] < rows;
+    }
+    for (std::uint64_t r = b.logit_row_offsets.front(); r < b.logit_row_offsets.back(); ++r) {
+      const auto x = b.view().logit_row(r);
+      bool all_neg_inf = true;
+      std::vector<float> finite;
+      for (const float v : x) {
+        c.nan |= std::isnan(v);
+        c.pos_inf |= v == INFINITY;
+        c.neg_inf |= v == -INFINITY;
+        all_neg_inf &= v == -INFINITY;
+        if (std::isfinite(v)) finite.push_back(v);
+      }
+      c.all_masked |= all_neg_inf;
+      std::sort(finite.begin(), finite.end());
+      const auto distinct = std::unique(finite.begin(), finite.end()) - finite.begin();
+      c.ties |= x.size() > 64 && distinct * 2 < std::ptrdiff_t(x.size()) && distinct > 1;
+    }
+  }
+  return c;
+}
+
+TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
+  const Coverage c = sample(200);
+  EXPECT_TRUE(c.zero_items);
+  EXPECT_GE(c.max_items, 56u);
+  EXPECT_GE(c.max_vocab, 3500u);
+  EXPECT_FALSE(c.real_vocabs.empty());
+  EXPECT_TRUE(c.few_rows_at_real_vocab);
+  EXPECT_TRUE(c.nan);
+  EXPECT_TRUE(c.pos_inf);
+  EXPECT_TRUE(c.neg_inf);
+  EXPECT_TRUE(c.all_masked);
+  EXPECT_TRUE(c.stride_gap);
+  EXPECT_TRUE(c.ties);
+  EXPECT_TRUE(c.fewer_outputs_than_rows);
+  EXPECT_TRUE(c.unread_token_out_of_range);  // and EveryBatchIsValid shows they are never read
+}
+
+TEST(Generators, SameSeedSameBatch) {
+  const rc::Gen<BatchData> generator = gen::batch();
+  for (int i = 0; i < 20; ++i) {
+    const BatchData a = generator(rc::Random(7 + i), 50).value();
+    const BatchData b = generator(rc::Random(7 + i), 50).value();
+    EXPECT_EQ(a.logit_row_offsets, b.logit_row_offsets);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)));
+  }
+}
+
+// A throwaway backend with a planted bug: the reference, except that in rows of a vocab above
+// 100 with no NaN, the evaluated token's value is off by 0.5.
+class PlantedBugBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "planted-bug"; }
+  std::string_view description() const override { return "reference plus a planted bug"; }
+
+ protected:
+  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+    find_backend("reference")->run(batch, levels, out);
+    if (batch.vocab <= 100) return;
+    for (const RowTask& task : plan_rows(batch)) {
+      const auto x = batch.logit_row(task.logit_row);
+      if (std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v); }))
+        out.lp_logits[task.output_row * out.width + out.width - 1] += 0.5f;
+    }
+  }
+};
+
+TEST(Generators, ShrinkingReachesASmallCounterexample) {
+  const PlantedBugBackend buggy;
+  const Backend& reference = *find_backend("reference");
+  const int levels = 1;
+  const auto fails = [&](const BatchData& b) {
+    const ResultData want = run_backend(reference, b, levels);
+    return !compare_result(b, levels, want, run_backend(buggy, b, levels)).ok();
+  };
+  // The first seed whose batch shows the bug, then its shrunk form.
+  std::optional<gen::Counterexample> found;
+  std::uint64_t seed = 1;
+  for (; seed < 200 && !found; ++seed) found = gen::find_counterexample(gen::batch(), seed, 100, fails);
+  ASSERT_TRUE(found) << "no seed below 200 showed the planted bug";
+  const BatchData& b = found->batch;
+  std::ostringstream shown;
+  showValue(b, shown);
+  SCOPED_TRACE("seed " + std::to_string(seed - 1) + ", " + std::to_string(found->shrink_steps) +
+               " shrink steps: " + shown.str());
+  EXPECT_TRUE(fails(b));
+  EXPECT_GT(found->shrink_steps, 0);
+  EXPECT_EQ(b.sampled_tokens.size(), 1u);
+  EXPECT_EQ(b.lp_output_offsets.back(), 1u);
+  EXPECT_EQ(b.vocab, 101u);
+  EXPECT_LE(b.rows, 1u);
+}
+
+TEST(Generators, NoCounterexampleWhenNothingFails) {
+  EXPECT_FALSE(gen::find_counterexample(gen::batch(), 3, 50, [](const BatchData&) { return false; }));
+}
+
+}  // namespace
+}  // namespace logprobs
