@@ -52,7 +52,8 @@ std::string check_outputs(const BatchData& batch, int levels, const ResultData& 
     }
     std::sort(tokens.begin(), tokens.end());
     if (reported.size() != real || std::adjacent_find(tokens.begin(), tokens.end()) != tokens.end()) {
-      err << "row " << r << ": " << reported.size() << " distinct-or-not top tokens, want " << real << " distinct";
+      err << "row " << r << ": " << reported.size() << " top tokens"
+          << (reported.size() == real ? " with repeats" : "") << ", want " << real << " distinct";
       return err.str();
     }
     std::vector<float> best(x, x + batch.vocab);
