@@ -36,7 +36,10 @@ def canonical(target, dims):
 class Run:
     """One run: bytes/s per canonical benchmark key, the context, and the parsed dimensions."""
 
-    def __init__(self, data, source="<run>"):
+    def __init__(self, data, source="<run>", statistic="median"):
+        """statistic: how repetitions (--benchmark_repetitions) become one figure: `median`, or
+        `best` (the highest bytes/s, steadier on a shared machine where a repetition can lose its
+        core to another process)."""
         self.source = source
         self.context = data.get("context", {})
         samples = {}
@@ -55,20 +58,21 @@ class Run:
                 continue
             if b.get("run_type") == "aggregate":
                 # With --benchmark_repetitions, the median is the figure to trust.
-                if b.get("aggregate_name") == "median":
+                if statistic == "median" and b.get("aggregate_name") == "median":
                     aggregated[key] = float(b["bytes_per_second"])
             else:
                 samples.setdefault(key, []).append(float(b["bytes_per_second"]))
-        self.bytes_per_second = {k: statistics.median(v) for k, v in samples.items()}
+        pick = max if statistic == "best" else statistics.median
+        self.bytes_per_second = {k: pick(v) for k, v in samples.items()}
         self.bytes_per_second.update(aggregated)
         for key in list(self.dims):
             if key not in self.bytes_per_second and key not in self.errors:
                 del self.dims[key]
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, statistic="median"):
         with open(path, encoding="utf-8") as f:
-            return cls(json.load(f), source=str(path))
+            return cls(json.load(f), source=str(path), statistic=statistic)
 
     def target(self, key):
         return self.dims[key][0]

@@ -108,6 +108,25 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("no stream anchor", out.stdout)
 
+    def test_repetitions_use_the_median_or_the_best(self):
+        # Three repetitions of every benchmark; one repetition of one benchmark lost its core.
+        data = results()
+        repeated = []
+        for b in data["benchmarks"]:
+            for i in range(3):
+                slow = b["name"].startswith(self.SLOW) and i == 0
+                repeated.append(dict(b, bytes_per_second=b["bytes_per_second"] * (0.5 if slow else 1.0)))
+        data["benchmarks"] = repeated
+        run = self.write("run.json", data)
+        self.assertEqual(self.compare(run).returncode, 0)  # the median ignores one bad repetition
+        # A planted slowdown in every repetition is still caught, by either statistic.
+        slowed = results(slow=self.SLOW, slow_factor=0.8)
+        slowed["benchmarks"] = [b for b in slowed["benchmarks"] for _ in range(3)]
+        run = self.write("slow.json", slowed)
+        for statistic in ("median", "best"):
+            with self.subTest(statistic=statistic):
+                self.assertEqual(self.compare(run, "--statistic", statistic).returncode, 1)
+
     def test_nothing_comparable_is_an_error(self):
         run = self.write("run.json", {"benchmarks": []})
         self.assertEqual(self.compare(run).returncode, 2)
