@@ -43,6 +43,7 @@ class Run:
         self.source = source
         self.context = data.get("context", {})
         samples = {}
+        on_cpu = {}
         aggregated = {}
         self.dims = {}
         self.errors = {}
@@ -62,9 +63,14 @@ class Run:
                     aggregated[key] = float(b["bytes_per_second"])
             else:
                 samples.setdefault(key, []).append(float(b["bytes_per_second"]))
+                if b.get("cpu_time"):
+                    # Bytes per second of the main thread's CPU time: on a shared machine, what a
+                    # one-thread benchmark reads while it holds a core (meaningless with threads).
+                    on_cpu.setdefault(key, []).append(float(b["bytes_per_second"]) * b["real_time"] / b["cpu_time"])
         pick = max if statistic == "best" else statistics.median
         self.bytes_per_second = {k: pick(v) for k, v in samples.items()}
         self.bytes_per_second.update(aggregated)
+        self.bytes_per_cpu_second = {k: pick(v) for k, v in on_cpu.items()}
         for key in list(self.dims):
             if key not in self.bytes_per_second and key not in self.errors:
                 del self.dims[key]
