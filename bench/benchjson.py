@@ -1,0 +1,102 @@
+"""Reading logprobs-bench results (Google Benchmark JSON), shared by bench/compare and
+bench/dashboard. Python 3 standard library only.
+
+A benchmark name is `<target>/key:value/...`, e.g. `cpu/rows:64/vocab:128256/levels:3/dist:normal/
+threads:2` or `stream_read/rows:64/vocab:128256/threads:2`. Google Benchmark appends segments of
+its own (`/real_time`, `/min_time:0.100`, and aggregate suffixes); those are dropped, so the key of
+a benchmark does not depend on how long it was run.
+"""
+
+import json
+import statistics
+
+# Segments Google Benchmark adds to a name; they say how it was timed, not what was timed.
+_TIMING_KEYS = {"min_time", "min_warmup_time", "iterations", "repeats", "threads_gb"}
+
+
+def parse_name(name):
+    """Returns (target, {key: value}) for a benchmark name; values stay strings."""
+    parts = name.split("/")
+    dims = {}
+    for part in parts[1:]:
+        if ":" not in part:
+            continue  # real_time, manual_time, process_time
+        key, value = part.split(":", 1)
+        if key not in _TIMING_KEYS:
+            dims[key] = value
+    return parts[0], dims
+
+
+def canonical(target, dims):
+    order = ["rows", "vocab", "levels", "dist", "threads"]
+    keys = [k for k in order if k in dims] + sorted(k for k in dims if k not in order)
+    return "/".join([target] + [f"{k}:{dims[k]}" for k in keys])
+
+
+class Run:
+    """One run: bytes/s per canonical benchmark key, the context, and the parsed dimensions."""
+
+    def __init__(self, data, source="<run>", statistic="median"):
+        """statistic: how repetitions (--benchmark_repetitions) become one figure: `median`, or
+        `best` (the highest bytes/s, steadier on a shared machine where a repetition can lose its
+        core to another process)."""
+        self.source = source
+        self.context = data.get("context", {})
+        samples = {}
+        on_cpu = {}
+        aggregated = {}
+        self.dims = {}
+        self.errors = {}
+        for b in data.get("benchmarks", []):
+            name = b.get("run_name", b["name"])
+            target, dims = parse_name(name)
+            key = canonical(target, dims)
+            self.dims[key] = (target, dims)
+            if b.get("error_occurred"):
+                self.errors[key] = b.get("error_message", "error")
+                continue
+            if "bytes_per_second" not in b:
+                continue
+            if b.get("run_type") == "aggregate":
+                # With --benchmark_repetitions, the median is the figure to trust.
+                if statistic == "median" and b.get("aggregate_name") == "median":
+                    aggregated[key] = float(b["bytes_per_second"])
+            else:
+                samples.setdefault(key, []).append(float(b["bytes_per_second"]))
+                if b.get("cpu_time"):
+                    # Bytes per second of the main thread's CPU time: on a shared machine, what a
+                    # one-thread benchmark reads while it holds a core (meaningless with threads).
+                    on_cpu.setdefault(key, []).append(float(b["bytes_per_second"]) * b["real_time"] / b["cpu_time"])
+        pick = max if statistic == "best" else statistics.median
+        self.bytes_per_second = {k: pick(v) for k, v in samples.items()}
+        self.bytes_per_second.update(aggregated)
+        self.bytes_per_cpu_second = {k: pick(v) for k, v in on_cpu.items()}
+        for key in list(self.dims):
+            if key not in self.bytes_per_second and key not in self.errors:
+                del self.dims[key]
+
+    @classmethod
+    def load(cls, path, statistic="median"):
+        with open(path, encoding="utf-8") as f:
+            return cls(json.load(f), source=str(path), statistic=statistic)
+
+    def target(self, key):
+        return self.dims[key][0]
+
+    def stream_anchor_key(self, key):
+        """The stream_read benchmark of the same size and thread count as `key`."""
+        _, dims = self.dims[key]
+        return canonical("stream_read", {k: dims[k] for k in ("rows", "vocab", "threads") if k in dims})
+
+    def max_anchor_key(self, key):
+        """The `max` backend at the same shape, levels, distribution and threads as `key`."""
+        return canonical("max", self.dims[key][1])
+
+    def anchor_key(self, key, anchor):
+        return self.stream_anchor_key(key) if anchor == "stream" else self.max_anchor_key(key)
+
+    def read_bw_fraction(self, key):
+        """bytes/s over the same-size, same-threads stream_read bytes/s of this run, or None."""
+        anchor = self.bytes_per_second.get(self.stream_anchor_key(key))
+        value = self.bytes_per_second.get(key)
+        return None if anchor is None or value is None else value / anchor

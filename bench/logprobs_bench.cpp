@@ -1,0 +1,170 @@
+// logprobs-bench: every available backend (and the libtorch peer when built) over shapes,
+// levels, value distributions and thread counts, beside a streaming-read anchor.
+//
+//   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--verify] [Google Benchmark flags]
+//
+// Names: <target>/rows:R/vocab:V/levels:L/dist:D/threads:T and stream_read/rows:R/vocab:V/threads:T.
+// Counters: bytes_per_second (logits read), rows_per_second, and read_bw_fraction: the target's
+// logits bytes/s over the stream_read bytes/s of the same size and thread count measured in this
+// process (by that benchmark, which runs first for each shape, or at first need when filtered out).
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_data.hpp"
+#include "bench_sets.hpp"
+#include "logprobs/batch.hpp"
+#include "stream_read.hpp"
+#include "targets.hpp"
+#include "verify.hpp"
+
+namespace logprobs::bench {
+namespace {
+
+struct Options {
+  std::string set = "full";
+  bool with_reference = false;
+  bool verify = false;
+  bool min_time_given = false;
+};
+
+bool verification_failed = false;
+
+using clock = std::chrono::steady_clock;
+
+void stream_read_bench(benchmark::State& state, std::uint64_t bytes, int threads) {
+  stream_read(bytes, threads);  // allocate and warm outside the timed loop
+  const auto start = clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(stream_read(bytes, threads));
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  record_read_bandwidth(bytes, threads, static_cast<double>(bytes) * double(state.iterations()) / seconds);
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+}
+
+void target_bench(benchmark::State& state, const std::string& name, const Target& target, Shape shape, int levels,
+                  int threads, bool verify) {
+  const BatchData& batch = batch_for(shape);
+  // Google Benchmark calls this several times per benchmark while it sizes the iteration count;
+  // the outputs and the untimed warm-up pass (first touch of the outputs, the check) happen once.
+  static ResultData out;
+  static std::string warmed;
+  if (out.rows != batch.rows || out.width != slots_per_row(levels)) out = ResultData(batch.rows, slots_per_row(levels));
+  if (warmed != name) {
+    target.run(batch, levels, threads, out);
+    warmed = name;
+    if (verify) {
+      if (const std::string problem = check_outputs(batch, levels, out); !problem.empty()) {
+        verification_failed = true;
+        state.SkipWithError(problem.c_str());
+        return;
+      }
+    }
+  }
+  const auto start = clock::now();
+  for (auto _ : state) {
+    target.run(batch, levels, threads, out);
+    benchmark::ClobberMemory();
+  }
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+
+  const std::uint64_t bytes = batch.rows * batch.vocab * sizeof(float);
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+  state.counters["rows_per_second"] =
+      benchmark::Counter(double(batch.rows), benchmark::Counter::kIsIterationInvariantRate);
+  const double read_bw = read_bandwidth(bytes, threads);
+  state.counters["read_bw_fraction"] = double(bytes) * double(state.iterations()) / seconds / read_bw;
+}
+
+std::string shape_name(std::uint64_t rows, std::uint64_t vocab) {
+  return "rows:" + std::to_string(rows) + "/vocab:" + std::to_string(vocab);
+}
+
+void register_set(const BenchSet& set, const std::vector<Target>& targets, const Options& options) {
+  for (const auto& [rows, vocab] : set.shapes) {
+    const std::uint64_t bytes = rows * vocab * sizeof(float);
+    for (int threads : set.threads) {
+      benchmark::RegisterBenchmark(
+          ("stream_read/" + shape_name(rows, vocab) + "/threads:" + std::to_string(threads)).c_str(),
+          stream_read_bench, bytes, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+    for (Distribution dist : set.dists) {
+      for (int levels : set.levels) {
+        for (int threads : set.threads) {
+          for (const Target& target : targets) {
+            const std::string name = target.name + "/" + shape_name(rows, vocab) + "/levels:" +
+                                     std::to_string(levels) + "/dist:" + std::string(distribution_name(dist)) +
+                                     "/threads:" + std::to_string(threads);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target),
+                                                   Shape{rows, vocab, dist}, levels, threads, options.verify)
+                          ->UseRealTime()
+                          ->Unit(benchmark::kMillisecond);
+            // Heap-bound at wide K (the max port at levels 16 on ascending rows takes seconds a
+            // pass): one short measurement is enough there.
+            if (levels >= 12 && !options.min_time_given) b->MinTime(std::min(0.1, set.default_min_time));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace logprobs::bench
+
+int main(int argc, char** argv) {
+  using namespace logprobs::bench;
+  Options options;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.starts_with("--set=")) {
+      options.set = std::string(arg.substr(6));
+    } else if (arg == "--with-reference") {
+      options.with_reference = true;
+    } else if (arg == "--verify") {
+      options.verify = true;
+    } else {
+      if (arg.starts_with("--benchmark_min_time")) options.min_time_given = true;
+      rest.push_back(argv[i]);
+    }
+  }
+
+  const int all_cores = omp_get_num_procs();
+  const auto set = bench_set(options.set, all_cores);
+  if (!set) {
+    std::cerr << "logprobs-bench: unknown --set=" << options.set << " (want ci, full or smoke)\n";
+    return 2;
+  }
+  std::string min_time_flag = "--benchmark_min_time=" + std::to_string(set->default_min_time);
+  if (!options.min_time_given) rest.push_back(min_time_flag.data());
+
+  int rest_argc = static_cast<int>(rest.size());
+  rest.push_back(nullptr);
+  benchmark::Initialize(&rest_argc, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 2;
+
+  const std::vector<Target> targets = all_targets(options.with_reference);
+  register_set(*set, targets, options);
+  benchmark::AddCustomContext("logprobs_set", options.set);
+  benchmark::AddCustomContext("logprobs_all_cores", std::to_string(all_cores));
+  std::string names;
+  for (const Target& t : targets) names += (names.empty() ? "" : ",") + t.name;
+  benchmark::AddCustomContext("logprobs_targets", names);
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (verification_failed) {
+    std::cerr << "logprobs-bench: --verify found wrong outputs (see the errors above)\n";
+    return 1;
+  }
+  return 0;
+}

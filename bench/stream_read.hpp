@@ -1,0 +1,22 @@
+// The machine's read bandwidth, measured in the same binary as the backends: a plain streaming
+// read (a sum of 32-bit words) over a buffer of the same size as a shape's logits, with the same
+// thread count. Same size, so a shape that fits in cache is compared with the cache's bandwidth
+// and one that does not with memory's.
+#pragma once
+
+#include <cstdint>
+
+namespace logprobs::bench {
+
+// Reads `bytes` bytes of a buffer kept for that size (one size at a time) with `threads` OpenMP
+// threads; returns a checksum so the reads cannot be optimized away.
+std::uint32_t stream_read(std::uint64_t bytes, int threads);
+
+// Records a bandwidth measured by the stream_read benchmark, for read_bandwidth().
+void record_read_bandwidth(std::uint64_t bytes, int threads, double bytes_per_second);
+
+// The bandwidth the stream_read benchmark measured for this size and thread count in this run;
+// when it did not run (filtered out), measures it now (about 0.2 s) and remembers it.
+double read_bandwidth(std::uint64_t bytes, int threads);
+
+}  // namespace logprobs::bench

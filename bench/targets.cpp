@@ -1,0 +1,31 @@
+#include "targets.hpp"
+
+#include <omp.h>
+
+#include <iostream>
+
+#include "logprobs/backend.hpp"
+
+namespace logprobs::bench {
+
+std::vector<Target> all_targets(bool with_reference) {
+  std::vector<Target> targets;
+  for (const Backend* backend : all_backends()) {
+    if (backend->name() == "reference" && !with_reference) continue;
+    if (const Availability a = backend->availability(); !a.available) {
+      std::cerr << "logprobs-bench: skipping backend " << backend->name() << ": " << a.reason << "\n";
+      continue;
+    }
+    targets.push_back({std::string(backend->name()),
+                       [backend](const BatchData& batch, int levels, int threads, ResultData& out) {
+                         omp_set_num_threads(threads);
+                         backend->run(batch.view(), levels, out.view());
+                       }});
+  }
+#ifdef LOGPROBS_BENCH_HAVE_TORCH
+  targets.push_back(torch_peer());
+#endif
+  return targets;
+}
+
+}  // namespace logprobs::bench

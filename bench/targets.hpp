@@ -1,0 +1,27 @@
+// What the benchmarks time: every available registered backend, plus peers that are not
+// backends (libtorch), behind one interface so each runs on the same data and outputs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "batch_data.hpp"
+
+namespace logprobs::bench {
+
+struct Target {
+  std::string name;
+  // Computes the batch's outputs at `levels` with `threads` threads into `out` (shape [N, W]).
+  std::function<void(const BatchData& batch, int levels, int threads, ResultData& out)> run;
+};
+
+// Every available backend of logprobs::all_backends() (the reference only when asked: it is the
+// double-precision correctness oracle, not a contender), then the peers this build has.
+// Unavailable backends are skipped with a line on stderr saying why.
+std::vector<Target> all_targets(bool with_reference);
+
+// The libtorch peer; defined only when the build found libtorch (LOGPROBS_BENCH_HAVE_TORCH).
+Target torch_peer();
+
+}  // namespace logprobs::bench
