@@ -1,6 +1,5 @@
 // Batch and result files (SPEC §7): round trips, widening, and every kind of malformed file.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -11,36 +10,24 @@
 #include <string>
 
 #include "batch_file.hpp"
+#include "malformed_files.hpp"
+#include "temp_dir.hpp"
 
 namespace logprobs {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir();
-
-// Removes this process's temporary folder when the tests are done.
-class RemoveTempDir : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(temp_dir(), ignored);
-  }
-};
-testing::Environment* const remove_temp_dir = testing::AddGlobalTestEnvironment(new RemoveTempDir);
 using nlohmann::ordered_json;
+using testing_support::file_with_header;
+using testing_support::malformed_batch_files;
+using testing_support::MalformedFile;
+using testing_support::temp_dir;
+using testing_support::valid_header;
+using testing_support::temp_path;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-fs::path temp_dir() {
-  // One folder per process: ctest runs each test in its own process, several at once.
-  static const fs::path dir = fs::path(testing::TempDir()) / ("logprobs_test_batch_file-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-fs::path temp_path(const std::string& name) { return temp_dir() / name; }
 
 // Two batches, the second with two output rows (echo), in rows of stride 5 > V = 3.
 BatchData small_batch() {
@@ -167,33 +154,11 @@ TEST(BatchFile, F16LogitsAreWidenedExactly) {
   EXPECT_TRUE(std::signbit(batch.logits[6]) && batch.logits[6] == 0.0f);
 }
 
-// Malformed files: each is a valid file's header, altered, written with raw bytes.
-
-ordered_json valid_header() {
-  ordered_json h;
-  h["logits"] = {{"dtype", "F32"}, {"shape", {1, 2}}, {"data_offsets", {0, 8}}};
-  h["tokens"] = {{"dtype", "U32"}, {"shape", {0}}, {"data_offsets", {8, 8}}};
-  h["sampled_tokens"] = {{"dtype", "U32"}, {"shape", {1}}, {"data_offsets", {8, 12}}};
-  h["logit_row_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {12, 20}}};
-  h["token_row_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {20, 28}}};
-  h["lp_output_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {28, 36}}};
-  return h;
-}
-constexpr std::size_t kValidDataBytes = 36;
+// Malformed files (the table in malformed_files.hpp), each written with raw bytes.
 
 void write_raw(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string length_prefix(std::uint64_t length) {
-  std::string bytes(8, '\0');
-  std::memcpy(bytes.data(), &length, 8);
-  return bytes;
-}
-
-std::string file_with_header(const std::string& header, std::size_t data_bytes = kValidDataBytes) {
-  return length_prefix(header.size()) + header + std::string(data_bytes, '\0');
 }
 
 // The error message read_batch_file gives for the file, or "" if it is accepted.
@@ -211,98 +176,13 @@ std::string batch_error(const std::string& bytes) {
   return "";
 }
 
-#define EXPECT_REJECTED(bytes, fragment)                                                       \
-  do {                                                                                         \
-    const std::string message = batch_error(bytes);                                            \
-    EXPECT_NE(message.find(fragment), std::string::npos) << "message: '" << message << "'";   \
-  } while (0)
-
 TEST(BatchFileMalformed, ValidHeaderIsAccepted) { EXPECT_EQ(batch_error(file_with_header(valid_header().dump())), ""); }
 
-TEST(BatchFileMalformed, ShortFile) { EXPECT_REJECTED(std::string(5, '\0'), "shorter than the 8-byte header length"); }
-
-TEST(BatchFileMalformed, HeaderLengthHuge) {
-  EXPECT_REJECTED(length_prefix(std::uint64_t{1} << 62) + "{}", "runs past the end of the file");
-  EXPECT_REJECTED(length_prefix(~std::uint64_t{0}) + "{}", "runs past the end of the file");
-}
-
-TEST(BatchFileMalformed, HeaderLengthPastEndOfFile) {
-  EXPECT_REJECTED(length_prefix(100) + std::string(20, ' '), "runs past the end of the file");
-}
-
-TEST(BatchFileMalformed, BadJson) {
-  EXPECT_REJECTED(file_with_header("{\"logits\": {\"dtype\": "), "not valid JSON");
-  EXPECT_REJECTED(file_with_header("[1, 2]"), "expected an object of tensors");
-}
-
-TEST(BatchFileMalformed, UnknownDtype) {
-  ordered_json h = valid_header();
-  h["logits"]["dtype"] = "F99";
-  EXPECT_REJECTED(file_with_header(h.dump()), "unknown dtype 'F99'");
-}
-
-TEST(BatchFileMalformed, WrongDtypeForTensor) {
-  ordered_json h = valid_header();
-  h["sampled_tokens"]["dtype"] = "I32";
-  EXPECT_REJECTED(file_with_header(h.dump()), "'sampled_tokens' has dtype I32, expected U32");
-  h = valid_header();
-  h["logits"]["dtype"] = "U32";
-  EXPECT_REJECTED(file_with_header(h.dump()), "'logits' has dtype U32, expected F32, BF16 or F16");
-}
-
-TEST(BatchFileMalformed, ShapeDisagreesWithByteLength) {
-  ordered_json h = valid_header();
-  h["logits"]["shape"] = {1, 3};
-  EXPECT_REJECTED(file_with_header(h.dump()), "needs 12 bytes but data_offsets [0, 8] hold 8");
-}
-
-TEST(BatchFileMalformed, DataOffsetsPastEnd) {
-  ordered_json h = valid_header();
-  h["lp_output_offsets"]["data_offsets"] = {28, 36};
-  EXPECT_REJECTED(file_with_header(h.dump(), 30), "past the end of the data (30 bytes)");
-}
-
-TEST(BatchFileMalformed, DataOffsetsOutOfOrder) {
-  ordered_json h = valid_header();
-  h["sampled_tokens"]["data_offsets"] = {12, 8};
-  EXPECT_REJECTED(file_with_header(h.dump()), "out of order");
-}
-
-TEST(BatchFileMalformed, DataOffsetsOverlap) {
-  ordered_json h = valid_header();
-  h["sampled_tokens"]["data_offsets"] = {4, 8};
-  EXPECT_REJECTED(file_with_header(h.dump()), "overlap");
-}
-
-TEST(BatchFileMalformed, ShapeProductOverflows) {
-  ordered_json h = valid_header();
-  h["logits"]["shape"] = {std::uint64_t{1} << 40, std::uint64_t{1} << 40};
-  EXPECT_REJECTED(file_with_header(h.dump()), "overflows 64 bits");
-  h["logits"]["shape"] = {1, -2};
-  EXPECT_REJECTED(file_with_header(h.dump()), "expected a non-negative integer");
-}
-
-TEST(BatchFileMalformed, MissingTensor) {
-  ordered_json h = valid_header();
-  h.erase("token_row_offsets");
-  EXPECT_REJECTED(file_with_header(h.dump()), "missing tensor 'token_row_offsets'");
-}
-
-TEST(BatchFileMalformed, WrongRank) {
-  ordered_json h = valid_header();
-  h["logits"]["shape"] = {2};
-  EXPECT_REJECTED(file_with_header(h.dump()), "'logits' has shape [2] of rank 1, expected rank 2");
-  h = valid_header();
-  h["logit_row_offsets"]["shape"] = {1, 2};
-  EXPECT_REJECTED(file_with_header(h.dump()), "'logit_row_offsets' has shape [1, 2] of rank 2, expected rank 1");
-}
-
-TEST(BatchFileMalformed, BadMetadata) {
-  ordered_json h = valid_header();
-  h["__metadata__"] = {{"levels", "17"}};
-  EXPECT_REJECTED(file_with_header(h.dump()), "metadata levels = '17' is not an integer in 0..16");
-  h["__metadata__"] = {{"levels", 3}};
-  EXPECT_REJECTED(file_with_header(h.dump()), "expected a string");
+TEST(BatchFileMalformed, EachKindIsRejectedWithItsMessage) {
+  for (const MalformedFile& file : malformed_batch_files()) {
+    const std::string message = batch_error(file.bytes);
+    EXPECT_NE(message.find(file.fragment), std::string::npos) << file.name << ": message '" << message << "'";
+  }
 }
 
 TEST(BatchFileMalformed, MissingFile) {

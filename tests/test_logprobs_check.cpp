@@ -17,6 +17,8 @@
 #include "batch_file.hpp"
 #include "campaign.hpp"
 #include "hand_cases.hpp"
+#include "malformed_files.hpp"
+#include "temp_dir.hpp"
 
 #ifndef LOGPROBS_CHECK_PATH
 #error "LOGPROBS_CHECK_PATH must name the built logprobs-check binary"
@@ -27,26 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir();
-
-// Removes this process's temporary folder when the tests are done.
-class RemoveTempDir : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(temp_dir(), ignored);
-  }
-};
-testing::Environment* const remove_temp_dir = testing::AddGlobalTestEnvironment(new RemoveTempDir);
+using testing_support::temp_dir;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-fs::path temp_dir() {
-  // One folder per process: ctest runs each test in its own process, several at once.
-  static const fs::path dir = fs::path(testing::TempDir()) / ("logprobs_test_logprobs_check-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string path_of(const std::string& name) { return (temp_dir() / name).string(); }
 
@@ -249,6 +234,60 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
     const CommandResult result = logprobs_check(args);
     EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
     EXPECT_TRUE(contains(result.output, message)) << args << "\n" << result.output;
+  }
+}
+
+// `run` on a bad input: exit 2 with the message, and no result file, not even a partial one.
+void expect_run_rejects(const std::string& name, const std::string& input, const std::string& fragment) {
+  const std::string output = path_of("rejected_" + name + ".safetensors");
+  const CommandResult run = logprobs_check("run --backend max --levels 2 --input " + input + " --output " + output);
+  EXPECT_EQ(run.exit_code, 2) << name << "\n" << run.output;
+  EXPECT_TRUE(contains(run.output, fragment)) << name << "\n" << run.output;
+  EXPECT_FALSE(fs::exists(output)) << name;
+  for (const auto& entry : fs::directory_iterator(temp_dir()))
+    EXPECT_EQ(entry.path().filename().string().find("rejected_" + name), std::string::npos)
+        << "left behind: " << entry.path();
+}
+
+TEST(LogprobsCheckBadInput, EveryMalformedFileExitsTwoFromRun) {
+  int i = 0;
+  for (const testing_support::MalformedFile& file : testing_support::malformed_batch_files()) {
+    const std::string path = path_of("malformed_" + std::to_string(i++) + ".safetensors");
+    std::ofstream(path, std::ios::binary) << file.bytes;
+    expect_run_rejects("malformed_" + std::to_string(i), path, file.fragment);
+  }
+}
+
+// Each SPEC §4 rule that a batch file can break, one at a time, from cli_batch.
+TEST(LogprobsCheckBadInput, EverySpec4RuleExitsTwoFromRun) {
+  struct Broken {
+    std::string name;
+    void (*alter)(BatchData&);
+    std::string fragment;
+  };
+  const Broken cases[] = {
+      {"vocab_zero", [](BatchData& b) { b.vocab = b.row_stride = 0, b.logits.clear(); }, "vocab: must be at least 1"},
+      {"offsets_length", [](BatchData& b) { b.logit_row_offsets = {0, 2}; }, "logit_row_offsets: length 2"},
+      {"sampled_length", [](BatchData& b) { b.sampled_tokens = {4}; }, "sampled_tokens: length 1"},
+      {"decreasing", [](BatchData& b) { b.lp_output_offsets = {0, 2, 1}; }, "batch 1: lp_output_offsets decreases"},
+      {"first_output", [](BatchData& b) { b.lp_output_offsets = {1, 2, 3}; }, "lp_output_offsets[0]: must be 0, got 1"},
+      {"logit_rows_past_end", [](BatchData& b) { b.logit_row_offsets = {0, 2, 4}; },
+       "logit_row_offsets[2] = 4 exceeds the 3 logit rows"},
+      {"tokens_past_end", [](BatchData& b) { b.token_row_offsets = {0, 2, 3}; },
+       "token_row_offsets[2] = 3 exceeds the 2 tokens"},
+      {"outputs_over_rows", [](BatchData& b) { b.logit_row_offsets = {0, 1, 3}; },
+       "batch 0: 2 output rows but only 1 logit rows"},
+      {"too_few_tokens", [](BatchData& b) { b.token_row_offsets = {0, 0, 2}; },
+       "batch 0: 2 output rows but only 0 tokens"},
+      {"sampled_token", [](BatchData& b) { b.sampled_tokens = {4, 8}; }, "sampled_tokens[1] = 8 is not below vocab 8"},
+      {"read_token", [](BatchData& b) { b.tokens = {6, 9}; }, "tokens[1] = 9 (read for output row 0)"},
+  };
+  for (const Broken& broken : cases) {
+    BatchData batch = cli_batch();
+    broken.alter(batch);
+    const std::string path = path_of("broken_" + broken.name + ".safetensors");
+    write_batch_file(path, batch);
+    expect_run_rejects(broken.name, path, broken.fragment);
   }
 }
 

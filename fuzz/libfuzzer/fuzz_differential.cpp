@@ -13,8 +13,8 @@
 #include <random>
 
 #include "batch_data.hpp"
+#include "comparator.hpp"
 #include "host_backends.hpp"
-#include "spec5_check.hpp"
 
 namespace logprobs::fuzz {
 namespace {
@@ -118,11 +118,11 @@ Case case_from(FuzzedDataProvider& in) {
   return c;
 }
 
-void report_and_abort(const Case& c, std::string_view backend, const std::vector<std::string>& violations) {
+void report_and_abort(const Case& c, std::string_view backend, const std::vector<Violation>& violations) {
   std::fprintf(stderr, "fuzz_differential: %.*s disagrees with the reference (B %zu, V %zu, rows %zu, levels %d):\n",
                static_cast<int>(backend.size()), backend.data(), static_cast<std::size_t>(c.batch.sampled_tokens.size()),
                static_cast<std::size_t>(c.batch.vocab), static_cast<std::size_t>(c.batch.rows), c.levels);
-  for (std::size_t i = 0; i < violations.size() && i < 20; ++i) std::fprintf(stderr, "  %s\n", violations[i].c_str());
+  for (std::size_t i = 0; i < violations.size() && i < 20; ++i) std::fprintf(stderr, "  %s\n", violations[i].message().c_str());
   std::abort();
 }
 
@@ -136,8 +136,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const ResultData reference = run_backend(*find_backend("reference"), c.batch, c.levels);
   for (const Backend* backend : available_host_backends()) {
     const ResultData got = backend->name() == "reference" ? reference : run_backend(*backend, c.batch, c.levels);
-    const std::vector<std::string> violations = fuzz::spec5_violations(c.batch, c.levels, reference, got);
-    if (!violations.empty()) fuzz::report_and_abort(c, backend->name(), violations);
+    const Verdict verdict = compare_result(c.batch, c.levels, reference, got);
+    if (!verdict.ok()) fuzz::report_and_abort(c, backend->name(), verdict.violations);
   }
   return 0;
 }
