@@ -24,7 +24,7 @@ TEST_P(CheckOutputs, AcceptsTheMaxPort) {
 TEST_P(CheckOutputs, RejectsAWrongSampledSlot) {
   ResultData out = run_backend(max, batch, 3);
   out.lp_logits[2 * out.width + 7] += 1e-2f;
-  EXPECT_NE(check_outputs(batch, 3, out).find("row 2 last slot"), std::string::npos);
+  EXPECT_NE(check_outputs(batch, 3, out).find("output row 2, slot 7"), std::string::npos);
 }
 
 TEST_P(CheckOutputs, RejectsATokenThatIsNotInTheTopK) {
@@ -36,24 +36,24 @@ TEST_P(CheckOutputs, RejectsATokenThatIsNotInTheTopK) {
   for (std::uint32_t j = 0; j < batch.vocab; ++j) smallest = x[j] < x[smallest] ? j : smallest;
   out.lp_logits[1 * out.width + 0] += x[smallest] - x[token];
   token = smallest;
-  EXPECT_NE(check_outputs(batch, 3, out).find("not the 7 largest"), std::string::npos);
+  EXPECT_NE(check_outputs(batch, 3, out).find("output row 1, slot 0: top token"), std::string::npos);
 }
 
 TEST_P(CheckOutputs, RejectsADuplicateOrMissingToken) {
   ResultData dup = run_backend(max, batch, 3);
   dup.lp_tokens[1] = dup.lp_tokens[0];
   dup.lp_logits[1] = dup.lp_logits[0];
-  EXPECT_NE(check_outputs(batch, 3, dup).find("7 top tokens with repeats"), std::string::npos);
+  EXPECT_NE(check_outputs(batch, 3, dup).find("output row 0, slot 1"), std::string::npos);
 
   ResultData padded = run_backend(max, batch, 3);
   padded.lp_tokens[0] = static_cast<std::uint32_t>(batch.vocab);  // padding where a token belongs
-  EXPECT_NE(check_outputs(batch, 3, padded).find("6 top tokens, want 7 distinct"), std::string::npos);
+  EXPECT_NE(check_outputs(batch, 3, padded).find("padding count got 1 want 0"), std::string::npos);
 }
 
 TEST_P(CheckOutputs, RejectsAWrongTopValue) {
   ResultData out = run_backend(max, batch, 8);
   out.lp_logits[3 * out.width + 100] -= 1e-2f;
-  EXPECT_NE(check_outputs(batch, 8, out).find("row 3 slot 100"), std::string::npos);
+  EXPECT_NE(check_outputs(batch, 8, out).find("output row 3, slot 100"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dists, CheckOutputs, ::testing::Values(Distribution::normal, Distribution::ascending),

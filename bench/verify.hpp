@@ -1,6 +1,6 @@
-// A sanity check of one benchmarked output against its input, computed here in double precision
-// (--verify; the smoke ctest uses it). It proves that what is timed computes the contract, the
-// libtorch peer included; the harness's comparator remains the real correctness check.
+// --verify: whether one benchmarked output computes the contract, judged by the harness's
+// comparator against the reference (the smoke ctest uses it), so that what is timed, the libtorch
+// peer included, is known to be the right answer.
 #pragma once
 
 #include <string>
@@ -9,8 +9,8 @@
 
 namespace logprobs::bench {
 
-// An empty string when `out` holds SPEC §2's answer for a benchmark batch (finite logits, output
-// row i = logit row i) within a loose tolerance; else what is wrong, naming the row and slot.
+// An empty string when `out` agrees with the reference on `batch` at `levels` (SPEC §5); else
+// the first violation, naming the output row and slot, and how many there were.
 std::string check_outputs(const BatchData& batch, int levels, const ResultData& out);
 
 }  // namespace logprobs::bench
