@@ -40,7 +40,6 @@ struct ResultData {
   LogprobsOutput view() { return {lp_logits, lp_tokens, rows, width}; }
   float value(std::uint64_t row, std::uint64_t slot) const { return lp_logits[row * width + slot]; }
   std::uint32_t token(std::uint64_t row, std::uint64_t slot) const { return lp_tokens[row * width + slot]; }
-  bool operator==(const ResultData&) const = default;  // compares floats by value; see same_bits
 };
 
 // Bitwise equality, which treats NaN payloads as bits (SPEC §6 determinism).
