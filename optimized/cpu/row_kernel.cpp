@@ -36,9 +36,10 @@
 #include <cstring>
 #include <limits>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "compress_admit-inl.h"
 #include "row_kernel.hpp"
+#include "softmax_exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace logprobs::cpu {
@@ -70,36 +71,16 @@ HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const float* ahead, st
   return buffer.threshold();
 }
 
-// The admission path of one block: append the lanes above threshold, with their tokens. Inline
-// and scalar (general registers only) so that the hot loop's vector state stays in registers; an
-// out-of-line call would spill and reload it, since every vector register is caller-saved.
-// Scalar appends rather than hn::CompressStore: Highway 1.0.3's x86 Compress copies its 1 KiB
-// permutation table onto the stack on every call (a local constexpr array).
+// The admission path of one block: append the lanes above threshold, with their tokens, without
+// a branch per vector (at large K, which vectors admit is unpredictable).
 HWY_INLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st, CandidateBuffer& buffer,
                            const float* ahead, std::uint64_t ahead_n) {
   const D d;
   const std::size_t lanes = hn::Lanes(d);
-  HWY_ALIGN float values[HWY_MAX_BYTES / sizeof(float)];
   for (std::size_t i = 0; i < kBlockVectors; ++i) {
-    const auto above = hn::Gt(x[i], st.threshold);  // false for NaN, and for -inf (threshold >= -inf)
-    std::uint64_t bits = 0;
-    hn::StoreMaskBits(d, above, reinterpret_cast<std::uint8_t*>(&bits));
-    if (bits != 0) {
-      // Branch-free append: every lane is written, and the count only advances past the admitted
-      // ones (kSlack leaves room for the overhang). At large K most blocks admit a few lanes, where
-      // a set-bit loop's exit mispredicts cost more than writing all lanes.
-      hn::Store(x[i], d, values);
-      float* out_values = buffer.value_tail();
-      std::uint32_t* out_tokens = buffer.token_tail();
-      std::size_t count = 0;
-      const std::uint32_t token = first_token + static_cast<std::uint32_t>(i * lanes);
-      for (std::size_t lane = 0; lane < lanes; ++lane) {
-        out_values[count] = values[lane];
-        out_tokens[count] = token + static_cast<std::uint32_t>(lane);
-        count += (bits >> lane) & 1;
-      }
-      buffer.added(count);
-    }
+    // Gt is false for NaN, and for -inf (threshold >= -inf).
+    const std::uint32_t token = first_token + static_cast<std::uint32_t>(i * lanes);
+    buffer.added(CompressAdmit(d, x[i], hn::Gt(x[i], st.threshold), token, buffer.value_tail(), buffer.token_tail()));
     // IsNaN, not Ne(x, x): Highway's Ne is an ordered compare on x86 (false for NaN).
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(x[i])))) st.has_nan = true;
   }
@@ -127,15 +108,15 @@ HWY_INLINE void ScanBlock(const float* HWY_RESTRICT p, std::uint32_t first_token
     // Only lanes whose ref changes get a scale below 1; exp(-inf - -inf) = exp(NaN) is 0 in hwy,
     // harmless since such a lane's sum is still 0.
     const V new_ref = hn::Max(st.ref, block_max);
-    const V scale = hn::Exp(d, hn::Sub(st.ref, new_ref));
+    const V scale = SoftmaxExp(d, hn::Sub(st.ref, new_ref));
     st.sum = hn::Mul(st.sum, scale);
     st.ref = new_ref;
     st.ref_limit = hn::Add(new_ref, hn::Set(d, kRefMargin));
   }
   // One accumulator, added a block at a time: fewer live vector registers (AVX2 has 16, and
   // Exp's constants want most of them) and one dependent add per block instead of per vector.
-  const V e01 = hn::Add(hn::Exp(d, hn::Sub(x[0], st.ref)), hn::Exp(d, hn::Sub(x[1], st.ref)));
-  const V e23 = hn::Add(hn::Exp(d, hn::Sub(x[2], st.ref)), hn::Exp(d, hn::Sub(x[3], st.ref)));
+  const V e01 = hn::Add(SoftmaxExp(d, hn::Sub(x[0], st.ref)), SoftmaxExp(d, hn::Sub(x[1], st.ref)));
+  const V e23 = hn::Add(SoftmaxExp(d, hn::Sub(x[2], st.ref)), SoftmaxExp(d, hn::Sub(x[3], st.ref)));
   st.sum = hn::Add(st.sum, hn::Add(e01, e23));
 }
 
@@ -190,7 +171,7 @@ void ExpForTest(const float* in, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; i += lanes) {
     const std::size_t m = std::min(lanes, n - i);
     for (std::size_t l = 0; l < lanes; ++l) buf[l] = l < m ? in[i + l] : 0.0f;
-    hn::Store(hn::Exp(d, hn::Load(d, buf)), d, buf);
+    hn::Store(SoftmaxExp(d, hn::Load(d, buf)), d, buf);
     std::memcpy(out + i, buf, m * sizeof(float));
   }
 }

@@ -1,0 +1,75 @@
+// Appends the lanes of a vector that pass a mask, with their tokens, branch-free (included by
+// row_kernel.cpp inside its per-target namespace; Highway's -inl.h convention).
+//
+// Why not hn::CompressStore everywhere: Highway 1.0.3 keeps its x86 permutation tables (1 KiB for
+// AVX2, 256 B for SSE4) as non-static constexpr arrays inside the function, and GCC 12 copies
+// them onto the stack on every call; at levels 12 about a third of all blocks admit something,
+// so that copy would cost more than the admission itself. The table here is static: for each
+// mask, the indices of the passing lanes in ascending order (then the others), one byte each,
+// widened to 32-bit indices by one load-and-extend. With more than 8 lanes (AVX-512) the table
+// would be too large, and Highway uses the native compress instruction there.
+
+#if defined(LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_
+#undef LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_
+#else
+#define LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_
+#endif
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace logprobs::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <std::size_t kLanes>
+constexpr std::array<std::uint8_t, (kLanes << kLanes)> MakeCompressIndices() {
+  std::array<std::uint8_t, (kLanes << kLanes)> table{};
+  for (std::size_t mask = 0; mask < (std::size_t{1} << kLanes); ++mask) {
+    std::size_t out = mask * kLanes;
+    for (std::size_t lane = 0; lane < kLanes; ++lane)
+      if ((mask >> lane) & 1) table[out++] = static_cast<std::uint8_t>(lane);
+    for (std::size_t lane = 0; lane < kLanes; ++lane)
+      if (!((mask >> lane) & 1)) table[out++] = static_cast<std::uint8_t>(lane);
+  }
+  return table;
+}
+
+template <std::size_t kLanes>
+struct CompressIndices {
+  static constexpr auto kTable = MakeCompressIndices<kLanes>();
+};
+
+// Writes the lanes of `values` where `pass` is true, and their tokens (first_token + lane), to
+// the front of out_values and out_tokens, in lane order; returns how many. Writes a whole vector
+// to each: the caller leaves one vector of room past the count.
+template <class D, class V = hn::Vec<D>, class M = hn::Mask<D>>
+HWY_INLINE std::size_t CompressAdmit(D d, V values, M pass, std::uint32_t first_token, float* HWY_RESTRICT out_values,
+                                     std::uint32_t* HWY_RESTRICT out_tokens) {
+  const hn::RebindToUnsigned<D> du;
+  const auto tokens = hn::Iota(du, first_token);
+  constexpr std::size_t kLanes = hn::MaxLanes(D());
+  if constexpr (kLanes > 8) {
+    hn::CompressStore(tokens, hn::RebindMask(du, pass), du, out_tokens);
+    return hn::CompressStore(values, pass, d, out_values);
+  } else {
+    std::uint64_t bits = 0;
+    hn::StoreMaskBits(d, pass, reinterpret_cast<std::uint8_t*>(&bits));
+    const hn::Rebind<std::uint8_t, D> d8;
+    const auto lanes = hn::PromoteTo(du, hn::LoadU(d8, &CompressIndices<kLanes>::kTable[bits * kLanes]));
+    hn::StoreU(hn::TableLookupLanes(values, hn::IndicesFromVec(d, lanes)), d, out_values);
+    hn::StoreU(hn::TableLookupLanes(tokens, hn::IndicesFromVec(du, lanes)), du, out_tokens);
+    return hwy::PopCount(bits);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace logprobs::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_
