@@ -7,21 +7,20 @@
 //      (at most once per 64 units of growth, not once per new max) and the common path is one
 //      Sub + Exp + Add per vector. Why the margin is safe: exp(x - ref) <= e^64 ~ 6e27, and a lane
 //      sums at most n / lanes such terms, with chunks of 2^14 entries e^64 * 2^14 ~ 1e32 < FLT_MAX
-//      ~ 3.4e38 (the backend never passes a larger n); and entries
-//      more than 87 below ref underflow to 0, but they are more than 87 below the lane's true max
-//      too, so below one f32 ulp of the sum.
+//      ~ 3.4e38 (the backend never passes a larger n); and entries more than 86 below ref count
+//      as 0 (softmax_exp-inl.h), but they are more than 86 below the lane's true max too, so
+//      below one f32 ulp of the sum.
 //   2. Top-K admission: the block is compared against the buffer's threshold (one Le + And per
 //      vector); only when some lane is not <= threshold does it take the admission path, which
-//      appends the lanes above threshold. A NaN fails every `<=`, so NaN detection costs
+//      appends the lanes above threshold (compress_admit-inl.h). A NaN fails every `<=`, so NaN detection costs
 //      nothing on the common path: the admission path records it.
-//   3. Special values (SPEC §3), without relying on Exp for them: Highway's Exp returns 0 for NaN
+//   3. Special values (SPEC §3), without relying on exp for them: SoftmaxExp returns 0 for NaN
 //      and -inf inputs (and x - ref is NaN for x = +inf or x = ref = -inf), so the sum itself never
 //      sees them. NaN is recorded as has_nan; +inf drives ref to +inf and an only -inf chunk keeps
 //      ref = -inf; the row combination turns all three into a NaN normalizer.
 //
-// Exp error: hwy::Exp (contrib/math) is a range reduction by ln2 in two parts and a degree-7
-// polynomial; its relative error over [-104, 64], the range used here, is at most 2 f32 ulp
-// (tested in tests/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
+// Exp error: at most 2 f32 ulp relative over [-86, 64] (softmax_exp-inl.h; tested in
+// tests/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
 // accumulated per lane in f32 (at most 2^14 / lanes terms per chunk) and combined across lanes
 // and chunks in double; log is taken once per row in double (std::log: one call per row needs no
 // SIMD). Measured against the reference on 64 normal rows of V = 128256: at most 1.9e-6 absolute
