@@ -1,7 +1,8 @@
 // logprobs-bench: every available backend (and the libtorch peer when built) over shapes,
 // levels, value distributions and thread counts, beside a streaming-read anchor.
 //
-//   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--verify] [Google Benchmark flags]
+//   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--with-variants] [--verify]
+//                  [Google Benchmark flags]
 //
 // Names: <target>/rows:R/vocab:V/levels:L/dist:D/threads:T and stream_read/rows:R/vocab:V/threads:T.
 // Counters: bytes_per_second (logits read), rows_per_second, and read_bw_fraction: the target's
@@ -31,6 +32,7 @@ namespace {
 struct Options {
   std::string set = "full";
   bool with_reference = false;
+  bool with_variants = false;
   bool verify = false;
   bool min_time_given = false;
 };
@@ -130,6 +132,8 @@ int main(int argc, char** argv) {
       options.set = std::string(arg.substr(6));
     } else if (arg == "--with-reference") {
       options.with_reference = true;
+    } else if (arg == "--with-variants") {
+      options.with_variants = true;
     } else if (arg == "--verify") {
       options.verify = true;
     } else {
@@ -152,7 +156,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&rest_argc, rest.data());
   if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 2;
 
-  const std::vector<Target> targets = all_targets(options.with_reference);
+  const std::vector<Target> targets = all_targets(options.with_reference, options.with_variants);
   register_set(*set, targets, options);
   benchmark::AddCustomContext("logprobs_set", options.set);
   benchmark::AddCustomContext("logprobs_all_cores", std::to_string(all_cores));

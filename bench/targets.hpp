@@ -16,10 +16,11 @@ struct Target {
   std::function<void(const BatchData& batch, int levels, int threads, ResultData& out)> run;
 };
 
-// Every available backend of logprobs::all_backends() (the reference only when asked: it is the
-// double-precision correctness oracle, not a contender), then the peers this build has.
+// Every available backend of logprobs::all_backends(), then the peers this build has. Only when
+// asked: the reference (the double-precision correctness oracle, not a contender) and variants
+// (a backend held to one configuration, such as `cpu-sse4`: for per-target figures).
 // Unavailable backends are skipped with a line on stderr saying why.
-std::vector<Target> all_targets(bool with_reference);
+std::vector<Target> all_targets(bool with_reference, bool with_variants);
 
 // The libtorch peer; defined only when the build found libtorch (LOGPROBS_BENCH_HAVE_TORCH).
 Target torch_peer();

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -100,12 +101,21 @@ const Backend& reference_backend() { return *find_backend("reference"); }
 
 // SPEC §5, judged by the harness's comparator with its f32-summation term off: this backend must
 // meet SPEC's rule alone. Returns the first violation, or an empty string.
-std::string agree_with_reference(const BatchData& batch, int levels, ErrorStats& errors) {
+std::string agree_with_reference(const Backend& backend, const BatchData& batch, int levels, ErrorStats& errors) {
   const ResultData ref = run_backend(reference_backend(), batch, levels);
-  const ResultData got = run_backend(cpu_backend(), batch, levels);
+  const ResultData got = run_backend(backend, batch, levels);
   const Verdict verdict = compare_result(batch, levels, ref, got, Tolerance{.summation = 0});
   errors.merge(verdict.stats);
   return verdict.ok() ? std::string() : verdict.violations.front().message();
+}
+
+std::string agree_with_reference(const BatchData& batch, int levels, ErrorStats& errors) {
+  return agree_with_reference(cpu_backend(), batch, levels, errors);
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 // Restores the OpenMP thread count a test changed.
@@ -253,6 +263,28 @@ TEST_P(CpuBackendPerTarget, RowBitsDoNotDependOnTheBatch) {
       EXPECT_EQ(std::memcmp(&a, &b, 4), 0) << "row " << task.output_row << " slot " << slot;
       EXPECT_EQ(together.token(task.output_row, slot), single.token(0, slot));
     }
+  }
+}
+
+// Each variant `cpu-<target>` runs that target's kernel whatever the CPU offers: it gives the bits
+// `cpu` gives when Highway is held to that target (targets differ in lane count, so in summation
+// order: a variant that dispatched like `cpu` would give the best target's bits instead), and
+// every variant meets SPEC's rule. Every target this CPU runs has its variant.
+TEST(CpuVariants, EachGivesTheBitsOfCpuHeldToItsTarget) {
+  std::mt19937_64 rng(53);
+  const BatchData batch = batch_of_mixed_kinds(6, 40000, rng);
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    const std::string name = "cpu-" + lowercase(hwy::TargetName(target));
+    const Backend* variant = find_backend(name);
+    ASSERT_NE(variant, nullptr) << name;
+    EXPECT_EQ(variant->variant_of(), "cpu");
+    EXPECT_TRUE(variant->availability().available) << name;
+    hwy::SetSupportedTargetsForTest(target);
+    const ResultData held = run_backend(cpu_backend(), batch, 5);
+    hwy::SetSupportedTargetsForTest(0);
+    EXPECT_TRUE(same_bits(run_backend(*variant, batch, 5), held)) << name;
+    ErrorStats errors;
+    EXPECT_EQ(agree_with_reference(*variant, batch, 5, errors), "") << name;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -201,11 +202,22 @@ TEST_F(LogprobsCheckCli, CompareWritesJson) {
   EXPECT_EQ(json["results"][0]["failures"], 0);
 }
 
-TEST_F(LogprobsCheckCli, BackendsListsReferenceAndMax) {
+TEST_F(LogprobsCheckCli, BackendsListsEveryBackendWithItsAvailability) {
   const CommandResult backends = logprobs_check("backends");
   EXPECT_EQ(backends.exit_code, 0);
-  EXPECT_TRUE(contains(backends.output, "reference  available")) << backends.output;
-  EXPECT_TRUE(contains(backends.output, "max")) << backends.output;
+  std::istringstream lines(backends.output);
+  std::map<std::string, std::string> availability;  // name -> "available" or "unavailable"
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string name, state;
+    if (line.starts_with(" ") || !(words >> name >> state)) continue;  // a "why:" line
+    availability[name] = state;
+  }
+  for (const Backend* b : all_backends()) {
+    EXPECT_EQ(availability[std::string(b->name())], b->availability().available ? "available" : "unavailable")
+        << backends.output;
+  }
+  EXPECT_EQ(availability["reference"], "available");
 }
 
 TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 #include "batch_data.hpp"
 
 namespace logprobs {
@@ -12,6 +15,17 @@ TEST(Registry, ListsReferenceFirstAndFindsByName) {
   EXPECT_EQ(find_backend("max"), all[1]);
   EXPECT_EQ(find_backend("no-such-backend"), nullptr);
   for (const Backend* b : all) EXPECT_FALSE(b->description().empty()) << b->name();
+}
+
+TEST(Registry, NamesAreUniqueAndVariantsNameARegisteredBackend) {
+  std::set<std::string_view> names;
+  for (const Backend* b : all_backends()) {
+    EXPECT_TRUE(names.insert(b->name()).second) << "two backends named " << b->name();
+    if (b->variant_of().empty()) continue;
+    const Backend* of = find_backend(b->variant_of());
+    ASSERT_NE(of, nullptr) << b->name() << " is a variant of unregistered " << b->variant_of();
+    EXPECT_TRUE(of->variant_of().empty()) << b->name() << ": a variant of a variant";
+  }
 }
 
 TEST(Registry, ReferenceAndMaxAvailableEverywhere) {

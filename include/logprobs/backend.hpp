@@ -26,6 +26,11 @@ class Backend {
   // which copies whole buffers to its device (so a sparse host mapping or a host sanitizer
   // says nothing about it).
   virtual bool computes_on_host() const { return true; }
+  // For a variant, the backend whose kernel it runs in one forced configuration (`cpu-sse4` is
+  // `cpu` held to SSE4 whatever the CPU offers); empty for a backend in its own right. Tools that
+  // check correctness run variants like any backend; tools that compare speed skip them unless
+  // asked.
+  virtual std::string_view variant_of() const { return {}; }
 
   // Validates (SPEC §4) and only then computes. Safe to call from several threads at once.
   void run(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const {

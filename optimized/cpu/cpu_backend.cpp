@@ -17,11 +17,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "candidate_buffer.hpp"
+#include "hwy/targets.h"
 #include "logprobs/backend.hpp"
 #include "row_kernel.hpp"
 
@@ -82,12 +85,30 @@ struct ChunkResult {
   std::vector<std::uint32_t> tokens;
 };
 
+// `cpu` dispatches to the best SIMD target at every call (so a test that forces a target with
+// hwy::SetSupportedTargetsForTest moves it too); each variant `cpu-<target>` calls one target's
+// kernel directly, so a campaign covers every target this CPU runs.
 class CpuBackend final : public Backend {
  public:
-  std::string_view name() const override { return "cpu"; }
-  std::string_view description() const override {
-    return "Highway SIMD (dynamic dispatch), one pass per row: online sum of exp and thresholded "
-           "top-K; OpenMP over rows and fixed chunks";
+  // The dispatching backend.
+  CpuBackend()
+      : name_("cpu"),
+        description_("Highway SIMD (dynamic dispatch), one pass per row: online sum of exp and thresholded "
+                     "top-K; OpenMP over rows and fixed chunks"),
+        scan_(&cpu::scan_chunk) {}
+  // The variant held to one target.
+  explicit CpuBackend(const cpu::TargetKernel& kernel)
+      : name_("cpu-" + lowercase(hwy::TargetName(kernel.target))),
+        description_(std::string("the cpu kernel held to ") + hwy::TargetName(kernel.target)),
+        scan_(kernel.scan),
+        target_(kernel.target) {}
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  std::string_view variant_of() const override { return target_ == 0 ? std::string_view() : "cpu"; }
+  Availability availability() const override {
+    if (target_ == 0 || (hwy::SupportedTargets() & target_) != 0) return {};
+    return {false, std::string("this CPU does not run ") + hwy::TargetName(target_)};
   }
 
  protected:
@@ -105,26 +126,26 @@ class CpuBackend final : public Backend {
  private:
   // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from
   // `threshold`; fills stats (one per chunk) and leaves the buffer compacted.
-  static void scan_row(const float* x, std::uint64_t vocab, float threshold, CandidateBuffer& buffer,
-                       ChunkStats* stats) {
+  void scan_row(const float* x, std::uint64_t vocab, float threshold, CandidateBuffer& buffer,
+                ChunkStats* stats) const {
     buffer.raise_threshold(threshold);
     for (std::uint64_t c = 0; c < chunk_count(vocab); ++c) {
       const std::uint64_t begin = c * kChunk, size = std::min(kChunk, vocab - begin);
-      stats[c] = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+      stats[c] = scan_(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
     }
     buffer.compact();
   }
 
   // A speculative threshold that left fewer than K entries (see candidate_buffer.hpp): the top-K
   // again without it. The statistics do not depend on the threshold, so only the top-K is redone.
-  static void rescan_without_speculation(const float* x, std::uint64_t vocab, std::uint32_t k,
-                                         CandidateBuffer& buffer, std::vector<ChunkStats>& scratch) {
+  void rescan_without_speculation(const float* x, std::uint64_t vocab, std::uint32_t k, CandidateBuffer& buffer,
+                                  std::vector<ChunkStats>& scratch) const {
     buffer.reset(k);
     scan_row(x, vocab, -std::numeric_limits<float>::infinity(), buffer, scratch.data());
   }
 
-  static void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
-                         const LogprobsOutput& out) {
+  void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
+                  const LogprobsOutput& out) const {
     const std::uint64_t chunks = chunk_count(batch.vocab);
 #pragma omp parallel
     {
@@ -144,8 +165,8 @@ class CpuBackend final : public Backend {
     }
   }
 
-  static void split_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
-                         const LogprobsOutput& out) {
+  void split_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
+                  const LogprobsOutput& out) const {
     const std::uint64_t chunks = chunk_count(batch.vocab);
     std::vector<ChunkResult> results(tasks.size() * chunks);
     // Fewer rows than threads: the row samples are few and cheap, so take them serially.
@@ -174,7 +195,7 @@ class CpuBackend final : public Backend {
         buffer.reset(k);
         buffer.raise_threshold(speculative[t]);
         ChunkResult& r = results[item];
-        r.stats = cpu::scan_chunk(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+        r.stats = scan_(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
@@ -195,10 +216,25 @@ class CpuBackend final : public Backend {
       }
     }
   }
+
+  static std::string lowercase(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  }
+
+  std::string name_;
+  std::string description_;
+  cpu::ChunkScanner scan_;
+  std::int64_t target_ = 0;  // 0: dispatch
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::vector<std::unique_ptr<Backend>> make_cpu_backends() {
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::make_unique<CpuBackend>());
+  for (const cpu::TargetKernel& kernel : cpu::compiled_kernels()) backends.push_back(std::make_unique<CpuBackend>(kernel));
+  return backends;
+}
 
 }  // namespace logprobs

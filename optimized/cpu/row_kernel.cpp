@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "compress_admit-inl.h"
@@ -188,6 +189,25 @@ HWY_EXPORT(ExpForTest);
 
 ChunkStats scan_chunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer) {
   return HWY_DYNAMIC_DISPATCH(ScanChunk)(x, n, first_token, buffer);
+}
+
+// HWY_CHOOSE_<TARGET> (highway.h, what HWY_EXPORT builds its table from) names the function
+// compiled for that target, or nullptr when the build has none.
+std::span<const TargetKernel> compiled_kernels() {
+  static const std::vector<TargetKernel> kernels = [] {
+    constexpr std::int64_t kFallback = (HWY_TARGETS & HWY_EMU128) ? HWY_EMU128 : HWY_SCALAR;
+    const TargetKernel all[] = {{HWY_AVX3_DL, HWY_CHOOSE_AVX3_DL(ScanChunk)},
+                                {HWY_AVX3, HWY_CHOOSE_AVX3(ScanChunk)},
+                                {HWY_AVX2, HWY_CHOOSE_AVX2(ScanChunk)},
+                                {HWY_SSE4, HWY_CHOOSE_SSE4(ScanChunk)},
+                                {HWY_SSSE3, HWY_CHOOSE_SSSE3(ScanChunk)},
+                                {kFallback, HWY_CHOOSE_FALLBACK(ScanChunk)}};
+    std::vector<TargetKernel> compiled;
+    for (const TargetKernel& k : all)
+      if (k.scan != nullptr) compiled.push_back(k);
+    return compiled;
+  }();
+  return kernels;
 }
 
 const char* scan_chunk_target() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }

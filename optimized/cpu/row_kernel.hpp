@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "candidate_buffer.hpp"
 
@@ -23,6 +24,16 @@ struct ChunkStats {
 // every entry above its threshold (see candidate_buffer.hpp). Dispatches to the best SIMD target
 // Highway finds at run time (or the one a test forces with hwy::SetSupportedTargetsForTest).
 ChunkStats scan_chunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer);
+
+// scan_chunk compiled for one SIMD target only, called without dispatch.
+using ChunkScanner = ChunkStats (*)(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer);
+struct TargetKernel {
+  std::int64_t target;  // a Highway target bit (HWY_AVX2, ...)
+  ChunkScanner scan;
+};
+// Every target this binary holds the kernel for, best first: the x86 ones the compiler could
+// build, and Highway's portable fallback.
+std::span<const TargetKernel> compiled_kernels();
 
 // The target scan_chunk dispatches to now, for reports and tests.
 const char* scan_chunk_target();
