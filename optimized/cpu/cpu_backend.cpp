@@ -183,22 +183,36 @@ class CpuBackend final : public Backend {
     // busy machine). Which thread merges does not matter: it merges in chunk order.
     std::vector<std::atomic<std::uint64_t>> chunks_left(tasks.size());
     for (auto& left : chunks_left) left.store(chunks, std::memory_order_relaxed);
+    //
+    // A chunk's buffer starts from the K-th best of the survivors this thread kept from earlier
+    // chunks of the same row (`carried`), not from nothing, which would admit 2K + 64 entries and
+    // compact several times in every chunk. Why it loses nothing: an entry <= that threshold is
+    // beaten by K survivors of earlier chunks, which have smaller tokens and reach the merge.
+    // Which thread scanned what changes only how much is admitted, never the merged top-K.
 #pragma omp parallel
     {
-      CandidateBuffer buffer;
+      CandidateBuffer buffer, carried;
+      std::size_t carried_row = tasks.size();  // none yet
       std::vector<ChunkStats> stats(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < results.size(); ++item) {
         const std::size_t t = item / chunks;
         const float* x = batch.logit_row(tasks[t].logit_row).data();
         const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
+        if (t != carried_row) {
+          carried.reset(k);
+          carried_row = t;
+        }
         buffer.reset(k);
-        buffer.raise_threshold(speculative[t]);
+        buffer.raise_threshold(std::max(speculative[t], carried.threshold()));
         ChunkResult& r = results[item];
         r.stats = scan_(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
+        // A thread takes items in increasing order, so survivors arrive in token order.
+        for (std::size_t i = 0; i < buffer.size(); ++i) carried.admit(buffer.values()[i], buffer.tokens()[i]);
+        carried.compact();
         // acq_rel: the merging thread sees every other chunk's result.
         if (chunks_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
 
