@@ -86,21 +86,34 @@ void CandidateBuffer::compact() {
   if (count_ <= k_) return;
   // Entries are never NaN (admission is x > threshold), so the order keys are a total order.
   const float kth = kth_largest(values_.data(), count_, k_);
-  std::size_t above = 0;
-  for (std::size_t i = 0; i < count_; ++i) above += values_[i] > kth;
-  // Keep everything above the K-th value and, of the entries equal to it, the first ones in
-  // token order (the total order's tie-break), preserving token order.
-  std::size_t equal_left = k_ - above;
-  std::size_t kept = 0;
+  std::size_t above = 0, equal = 0;
   for (std::size_t i = 0; i < count_; ++i) {
-    // Branch-free: on random candidates every compare would mispredict half the time.
-    const float v = values_[i];
-    const std::size_t equal = v == kth;
-    const std::size_t keep = (v > kth) | (equal & (equal_left != 0));
-    equal_left -= equal & keep;
-    values_[kept] = v;
-    tokens_[kept] = tokens_[i];
-    kept += keep;
+    above += values_[i] > kth;
+    equal += values_[i] == kth;
+  }
+  // Keep everything above the K-th value and, of the entries equal to it, the first ones in
+  // token order (the total order's tie-break), preserving token order. Branch-free: on random
+  // candidates every compare would mispredict half the time.
+  std::size_t kept = 0;
+  if (above + equal == k_) {
+    // Every tie is kept (the common case): a plain filter, with no count carried from one entry
+    // to the next but the output position.
+    for (std::size_t i = 0; i < count_; ++i) {
+      values_[kept] = values_[i];
+      tokens_[kept] = tokens_[i];
+      kept += values_[i] >= kth;
+    }
+  } else {
+    std::size_t equal_left = k_ - above;
+    for (std::size_t i = 0; i < count_; ++i) {
+      const float v = values_[i];
+      const std::size_t is_equal = v == kth;
+      const std::size_t keep = (v > kth) | (is_equal & (equal_left != 0));
+      equal_left -= is_equal & keep;
+      values_[kept] = v;
+      tokens_[kept] = tokens_[i];
+      kept += keep;
+    }
   }
   count_ = kept;
   threshold_ = kth;
