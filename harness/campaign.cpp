@@ -222,12 +222,12 @@ CampaignReport run_campaign(const CampaignOptions& options, std::ostream& log) {
 void print_table(std::ostream& os, std::span<const CellSummary> cells) {
   std::size_t name_width = 7;
   for (const CellSummary& c : cells) name_width = std::max(name_width, c.backend.size());
-  fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>9}\n", "backend", name_width, "levels",
-             "cases", "rows", "max abs err", "max ulp err", "failures", "backend s");
+  fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9}\n", "backend", name_width,
+             "levels", "cases", "rows", "max abs err", "max ulp err", "tol used", "failures", "backend s");
   for (const CellSummary& c : cells)
-    fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>9.3f}\n", c.backend, name_width, c.levels,
-               c.cases, c.stats.rows, format_error(c.stats.max_abs_error), format_error(c.stats.max_ulp_error),
-               c.failures, c.seconds);
+    fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9.3f}\n", c.backend, name_width,
+               c.levels, c.cases, c.stats.rows, format_error(c.stats.max_abs_error),
+               format_error(c.stats.max_ulp_error), format_error(c.stats.max_tolerance_used), c.failures, c.seconds);
 }
 
 nlohmann::json to_json(const CellSummary& cell) {
@@ -238,6 +238,7 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"values", cell.stats.values},
           {"max_abs_error", cell.stats.max_abs_error},
           {"max_ulp_error", cell.stats.max_ulp_error},
+          {"max_tolerance_used", cell.stats.max_tolerance_used},
           {"failures", cell.failures},
           {"seconds", cell.seconds}};
 }

@@ -148,6 +148,7 @@ class RowJudge {
     stats.max_abs_error = std::max(stats.max_abs_error, error);
     stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
     const double allowed = allowed_error(want, facts_.scale_max, batch_.vocab, tolerance_);
+    stats.max_tolerance_used = std::max(stats.max_tolerance_used, error / allowed);
     if (!(error <= allowed))
       fail(Rule::value, slot, t,
            fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g})", t, got, want, error, allowed));
@@ -194,6 +195,7 @@ void ErrorStats::merge(const ErrorStats& other) {
   values += other.values;
   max_abs_error = std::max(max_abs_error, other.max_abs_error);
   max_ulp_error = std::max(max_ulp_error, other.max_ulp_error);
+  max_tolerance_used = std::max(max_tolerance_used, other.max_tolerance_used);
 }
 
 double ulp_f32(float value) {

@@ -65,6 +65,9 @@ struct ErrorStats {
   // of probability near 1) has a tiny ulp, so a small absolute error reads as a great many ULPs
   // there: read this next to max_abs_error.
   double max_ulp_error = 0;
+  // max |got - ref| / allowed: the share of the tolerance used (<= 1 passes). Comparable across
+  // rows of any scale and values of any size, so the figure to compare two backends' accuracy by.
+  double max_tolerance_used = 0;
   void merge(const ErrorStats& other);
 };
 

@@ -204,11 +204,11 @@ int verify_command(const FileArgs& args) {
   const ResultData reference = run_backend(*find_backend("reference"), file.batch, levels);
   const Verdict verdict = compare_result(file.batch, levels, reference, got.result, tolerance);
   print_violations("", {verdict, "", 0}, args.max_violations);
-  fmt::print("{}: {} rows at levels {}; max abs error {:.3g}, max ULP error {:.3g}\n",
+  fmt::print("{}: {} rows at levels {}; max abs error {:.3g}, max ULP error {:.3g}, tolerance used {:.3g}\n",
              verdict.ok() ? "OK"
                           : fmt::format("FAIL ({} violation{})", verdict.violations.size(),
                                         verdict.violations.size() == 1 ? "" : "s"), verdict.stats.rows,
-             levels, verdict.stats.max_abs_error, verdict.stats.max_ulp_error);
+             levels, verdict.stats.max_abs_error, verdict.stats.max_ulp_error, verdict.stats.max_tolerance_used);
   return verdict.ok() ? kAgree : kDisagree;
 }
 

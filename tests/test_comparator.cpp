@@ -54,6 +54,7 @@ TEST(Comparator, ReferenceAgreesWithItselfWithZeroError) {
   EXPECT_EQ(v.stats.rows, 3u);
   EXPECT_EQ(v.stats.max_abs_error, 0.0);
   EXPECT_EQ(v.stats.max_ulp_error, 0.0);
+  EXPECT_EQ(v.stats.max_tolerance_used, 0.0);
 }
 
 TEST(Comparator, MaxPortAgreesAndItsErrorIsReportedEvenWhenPassing) {
@@ -69,6 +70,13 @@ TEST(Comparator, MaxPortAgreesAndItsErrorIsReportedEvenWhenPassing) {
   EXPECT_TRUE(nudged.ok());
   EXPECT_EQ(nudged.stats.max_ulp_error, 1.0);
   EXPECT_GT(nudged.stats.max_abs_error, 0.0);
+  EXPECT_GT(nudged.stats.max_tolerance_used, 0.0);
+  EXPECT_LT(nudged.stats.max_tolerance_used, 1.0);
+  // Twice the allowance of the largest row max here fails, and reads as more than all of it.
+  got.lp_logits[1] = float(double(ref.lp_logits[1]) + 2 * allowed_error(ref.lp_logits[1], 7.0, b.vocab, Tolerance{}));
+  const Verdict over = compare_result(b, kLevels, ref, got);
+  EXPECT_FALSE(over.ok());
+  EXPECT_GT(over.stats.max_tolerance_used, 1.0);
 }
 
 TEST(Comparator, WrongTokenFails) {
