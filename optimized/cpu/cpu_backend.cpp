@@ -192,17 +192,20 @@ class CpuBackend final : public Backend {
 #pragma omp parallel
     {
       CandidateBuffer buffer, carried;
-      std::size_t carried_row = tasks.size();  // none yet
+      std::size_t carried_row = tasks.size(), last_item = 0;  // none yet
       std::vector<ChunkStats> stats(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < results.size(); ++item) {
         const std::size_t t = item / chunks;
         const float* x = batch.logit_row(tasks[t].logit_row).data();
         const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
-        if (t != carried_row) {
+        // Only earlier chunks may carry (their survivors must have the smaller tokens); OpenMP
+        // hands dynamic iterations out in increasing order, but that is not promised.
+        if (t != carried_row || item < last_item) {
           carried.reset(k);
           carried_row = t;
         }
+        last_item = item;
         buffer.reset(k);
         buffer.raise_threshold(std::max(speculative[t], carried.threshold()));
         ChunkResult& r = results[item];
@@ -210,7 +213,6 @@ class CpuBackend final : public Backend {
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
-        // A thread takes items in increasing order, so survivors arrive in token order.
         for (std::size_t i = 0; i < buffer.size(); ++i) carried.admit(buffer.values()[i], buffer.tokens()[i]);
         carried.compact();
         // acq_rel: the merging thread sees every other chunk's result.
