@@ -52,7 +52,9 @@ template <class D, class V = hn::Vec<D>, class M = hn::Mask<D>>
 HWY_INLINE std::size_t CompressAdmit(D d, V values, M pass, std::uint32_t first_token, float* HWY_RESTRICT out_values,
                                      std::uint32_t* HWY_RESTRICT out_tokens) {
   const hn::RebindToUnsigned<D> du;
-  const auto tokens = hn::Iota(du, first_token);
+  // Iota with a constant start folds to a constant; Highway 1.0.3 builds Iota(first_token) with
+  // eight scalar stores and a vector load, which stalls on store forwarding.
+  const auto tokens = hn::Add(hn::Set(du, first_token), hn::Iota(du, 0));
   constexpr std::size_t kLanes = hn::MaxLanes(D());
   if constexpr (kLanes > 8) {
     hn::CompressStore(tokens, hn::RebindMask(du, pass), du, out_tokens);
