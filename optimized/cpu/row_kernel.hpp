@@ -38,8 +38,8 @@ std::span<const TargetKernel> compiled_kernels();
 // The target scan_chunk dispatches to now, for reports and tests.
 const char* scan_chunk_target();
 
-// out[i] = hwy::Exp(in[i]) as scan_chunk computes it under the current target; for the test of
-// Exp's error bound.
+// out[i] = exp(in[i]) as scan_chunk computes it under the current target (softmax_exp-inl.h);
+// for the test of its error bound.
 void exp_for_test(const float* in, float* out, std::size_t n);
 
 }  // namespace logprobs::cpu

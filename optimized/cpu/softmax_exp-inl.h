@@ -7,8 +7,8 @@
 // x - ref <= kRefMargin (64, see row_kernel.cpp) and anything below kExpFloor contributes nothing
 // to a sum that holds a term >= 1, so 14 operations suffice:
 //   n = round(x / ln2) by the shifter trick (adding 1.5 * 2^23 rounds to an integer in the low
-//   mantissa bits), r = x - n ln2 in two FMAs (ln2 split in a 16-bit head, exact times n, and a
-//   tail), exp(r) = 1 + r + r^2 Q(r) on |r| <= ln2/2 with Q of degree 4 (a Chebyshev fit to
+//   mantissa bits), r = x - n ln2 in two FMAs with ln2 split in a short head and a tail (Cody and
+//   Waite: n times the head is exact, so r keeps its low bits), exp(r) = 1 + r + r^2 Q(r) on |r| <= ln2/2 with Q of degree 4 (a Chebyshev fit to
 //   (e^r - 1 - r) / r^2, fit error 1e-8 = 0.16 ulp), evaluated by Horner, and 2^n added to the
 //   exponent bits as n << 23. For x in [kExpFloor, 64], n is in [-124, 93] and the result's
 //   exponent stays normal, so the integer add is exact.
@@ -40,7 +40,7 @@ HWY_INLINE V SoftmaxExp(D d, V x) {
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
   const V t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), shifter);
   const V n = hn::Sub(t, shifter);
-  // ln2 = 0.693145751953125 (exact in 16 bits, so n * head is exact for |n| < 2^8) + tail.
+  // ln2 = 0.693145751953125 (15 significant bits: n * head is exact for |n| < 2^9) + tail.
   V r = hn::NegMulAdd(n, hn::Set(d, 0.693145751953125f), x);
   r = hn::NegMulAdd(n, hn::Set(d, 1.428606765330187045e-6f), r);
 
