@@ -49,6 +49,22 @@ float from_order_key(std::uint32_t key) {
 // Linear and branch-light, unlike std::nth_element on random floats (mispredicted compares
 // made it the largest cost of the pass at large K).
 float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size_t k) {
+  if (k * 32 <= n) {
+    // Few of many (the speculation sample's j-th largest at small j, a seed at small K): the k
+    // largest so far in a min-heap. A value enters only if it beats the heap's least, rare after
+    // the first few k, so the branch is predictable where nth_element's partitioning mispredicts
+    // about one compare in two. cachegrind's branch simulation, one V = 128256 row at K = 255:
+    // 2.9k mispredicted branches in selection per row before, 1.4k after (the rest: compactions).
+    small_.assign(values, values + k);
+    std::make_heap(small_.begin(), small_.end(), std::greater<float>());
+    for (std::size_t i = k; i < n; ++i) {
+      if (!(values[i] > small_.front())) continue;
+      std::pop_heap(small_.begin(), small_.end(), std::greater<float>());
+      small_.back() = values[i];
+      std::push_heap(small_.begin(), small_.end(), std::greater<float>());
+    }
+    return small_.front();
+  }
   if (n <= 2048) {
     // Small inputs: the radix passes' fixed cost (clearing and walking 2048 counters three
     // times) outweighs nth_element's mispredictions.
