@@ -249,7 +249,8 @@ class CpuBackend final : public Backend {
 std::vector<std::unique_ptr<Backend>> make_cpu_backends() {
   std::vector<std::unique_ptr<Backend>> backends;
   backends.push_back(std::make_unique<CpuBackend>());
-  for (const cpu::TargetKernel& kernel : cpu::compiled_kernels()) backends.push_back(std::make_unique<CpuBackend>(kernel));
+  for (const cpu::TargetKernel& kernel : cpu::compiled_kernels())
+    backends.push_back(std::make_unique<CpuBackend>(kernel));
   return backends;
 }
 

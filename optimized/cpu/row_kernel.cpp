@@ -12,8 +12,8 @@
 //      below one f32 ulp of the sum.
 //   2. Top-K admission: the block is compared against the buffer's threshold (one Le + And per
 //      vector); only when some lane is not <= threshold does it take the admission path, which
-//      appends the lanes above threshold (compress_admit-inl.h). A NaN fails every `<=`, so NaN detection costs
-//      nothing on the common path: the admission path records it.
+//      appends the lanes above threshold (compress_admit-inl.h). A NaN fails every `<=`, so NaN
+//      detection costs nothing on the common path: the admission path records it.
 //   3. Special values (SPEC §3), without relying on exp for them: SoftmaxExp returns 0 for NaN
 //      and -inf inputs (and x - ref is NaN for x = +inf or x = ref = -inf), so the sum itself never
 //      sees them. NaN is recorded as has_nan; +inf drives ref to +inf and an only -inf chunk keeps
@@ -113,8 +113,8 @@ HWY_INLINE void ScanBlock(const float* HWY_RESTRICT p, std::uint32_t first_token
 
   const V block_max = hn::Max(hn::Max(x[0], x[1]), hn::Max(x[2], x[3]));
   if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Le(block_max, st.ref_limit)))) {
-    // Only lanes whose ref changes get a scale below 1; exp(-inf - -inf) = exp(NaN) is 0 in hwy,
-    // harmless since such a lane's sum is still 0.
+    // Only lanes whose ref changes get a scale below 1; exp(-inf - -inf) = exp(NaN) is 0 here
+    // (SoftmaxExp), harmless since such a lane's sum is still 0.
     const V new_ref = hn::Max(st.ref, block_max);
     const V scale = SoftmaxExp(d, hn::Sub(st.ref, new_ref));
     st.sum = hn::Mul(st.sum, scale);

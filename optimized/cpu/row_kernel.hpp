@@ -26,7 +26,8 @@ struct ChunkStats {
 ChunkStats scan_chunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer);
 
 // scan_chunk compiled for one SIMD target only, called without dispatch.
-using ChunkScanner = ChunkStats (*)(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer);
+using ChunkScanner = ChunkStats (*)(const float* x, std::uint64_t n, std::uint32_t first_token,
+                                   CandidateBuffer& buffer);
 struct TargetKernel {
   std::int64_t target;  // a Highway target bit (HWY_AVX2, ...)
   ChunkScanner scan;
