@@ -125,7 +125,7 @@ class SafetensorsReader {
     json header;
     try {
       header = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double
       fail("header is not valid JSON: {}", e.what());
     }
     if (!header.is_object()) fail("header is JSON {}, expected an object of tensors", header.type_name());

@@ -48,6 +48,8 @@ inline std::vector<MalformedFile> malformed_batch_files() {
       {"header past the end", length_prefix(100) + std::string(20, ' '), "runs past the end of the file"},
       {"truncated JSON", file_with_header("{\"logits\": {\"dtype\": "), "not valid JSON"},
       {"JSON not an object", file_with_header("[1, 2]"), "expected an object of tensors"},
+      // nlohmann reports a number beyond double's range as out_of_range, not parse_error.
+      {"number beyond double", file_with_header("{\"logits\": 1e999}"), "not valid JSON"},
   };
   // The rest alter one thing of a valid header.
   const auto altered = [&](const std::string& name, const std::string& fragment, auto alter,
