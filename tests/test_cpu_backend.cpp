@@ -200,8 +200,8 @@ TEST_P(CpuBackendPerTarget, AgreesWithReferenceAtLlamaVocabulary) {
 
 
 // Large K samples the row for a speculative threshold (candidate_buffer.hpp). Rows whose sampled
-// entries (every 64th) are the only large ones make it lie: fewer than K entries reach it, and the
-// backend must rescan. Also rows with fewer than K candidates at all.
+// entries are the only large ones make it lie: fewer than K entries reach it, and the backend
+// must rescan. Also rows with fewer than K candidates at all.
 TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
   ThreadCount restore;
   std::mt19937_64 rng(47);
@@ -211,8 +211,9 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
     for (std::uint64_t r = 0; r < batch.rows; ++r) {
       float* x = batch.row(r);
       for (std::uint64_t j = 0; j < batch.vocab; ++j) {
-        if (r % 2 == 0 && j % 64 == 32) x[j] = 100.0f + float(j % 1000);  // the sample, and little else
-        if (r % 2 == 1 && j % 64 != 32) x[j] = -kInf;                     // fewer than K candidates
+        const bool sampled = j % cpu::CandidateBuffer::kSampleStride < cpu::CandidateBuffer::kSampleRun;
+        if (r % 2 == 0 && sampled) x[j] = 100.0f + float(j % 1000);  // the sample, and little else
+        if (r % 2 == 1 && !sampled) x[j] = -kInf;                     // fewer than K candidates
       }
     }
     for (const int threads : {1, 4}) {

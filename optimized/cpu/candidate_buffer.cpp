@@ -57,11 +57,13 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
     // 2.9k mispredicted branches in selection per row before, 1.4k after (the rest: compactions).
     small_.assign(values, values + k);
     std::make_heap(small_.begin(), small_.end(), std::greater<float>());
+    float least = small_.front();  // a local: `values` may alias small_, so front() is reloaded
     for (std::size_t i = k; i < n; ++i) {
-      if (!(values[i] > small_.front())) continue;
+      if (!(values[i] > least)) continue;
       std::pop_heap(small_.begin(), small_.end(), std::greater<float>());
       small_.back() = values[i];
       std::push_heap(small_.begin(), small_.end(), std::greater<float>());
+      least = small_.front();
     }
     return small_.front();
   }
@@ -159,21 +161,25 @@ void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
 
 float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t vocab) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
-  if (k_ < 255) return kNone;  // few admissions anyway; the sample would cost more than it saves
-  // One sample every 64 entries (every 4th cache line: the sample reads a quarter of the row at
-  // most); t is the j-th largest, j such that about 1.5K row entries are expected >= t (fewer
-  // than the buffer's 2K + 64, so a random row compacts once, at the end), and j >= 16 so that
-  // fewer than K (a rescan) stays unlikely: the count's relative spread is about 1 / sqrt(j).
-  constexpr std::uint64_t stride = 64;
-  const std::uint64_t j = std::max<std::uint64_t>(16, 3 * std::uint64_t{k_} / (2 * stride));
-  if (vocab / stride < 4 * j) return kNone;
-  scratch_.clear();
-  for (std::uint64_t i = stride / 2; i < vocab; i += stride) {
-    const float v = row[i];
-    if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
+  if (k_ < 255 || vocab < kSampleRun) return kNone;  // small K: few admissions anyway
+  // The sample's entries that beat the row's K-th best number about lambda = m K / V (Poisson);
+  // t is the j-th largest, j three standard deviations above lambda, so that fewer than K (a
+  // rescan, which doubles the row's cost) has odds below 1 in 300 on a row of independent
+  // entries; about V j / m entries are then admitted (1.4 K at K = 4095, 2.7 K at K = 255).
+  const std::uint64_t m = ((vocab - kSampleRun) / kSampleStride + 1) * kSampleRun;
+  const double lambda = double(m) * k_ / double(vocab);
+  const std::uint64_t j = static_cast<std::uint64_t>(lambda + 3.0 * std::sqrt(lambda)) + 1;
+  if (m < 4 * j) return kNone;  // the sample would say little; V is near K
+  scratch_.resize(m);
+  std::size_t kept = 0;
+  for (std::uint64_t i = 0; i + kSampleRun <= vocab; i += kSampleStride) {
+    for (std::uint64_t l = 0; l < kSampleRun; ++l) {  // branch-free: kept counts candidates only
+      scratch_[kept] = row[i + l];
+      kept += row[i + l] > kNone;
+    }
   }
-  if (scratch_.size() < j) return kNone;
-  return std::nextafter(kth_largest(scratch_.data(), scratch_.size(), j), kNone);
+  if (kept < j) return kNone;
+  return std::nextafter(kth_largest(scratch_.data(), kept, j), kNone);
 }
 
 }  // namespace logprobs::cpu
