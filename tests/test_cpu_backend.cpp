@@ -223,6 +223,30 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
   }
 }
 
+// Where a row's entries >= t form one run of tokens (sorted rows, a single peak), the speculative
+// threshold t never starves the row of K entries, so such rows are never scanned twice (the
+// guard in speculative_threshold: a sorted row's sampled top is one cache line's).
+TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
+  for (const std::uint64_t vocab : {16384u, 32000u, 100003u, 128256u, 152064u}) {
+    for (const std::uint32_t k : {255u, 1000u, 4095u}) {
+      std::vector<float> row(vocab);
+      for (const char* shape : {"ascending", "descending", "peak"}) {
+        for (std::uint64_t j = 0; j < vocab; ++j) {
+          const float rank = shape == std::string_view("ascending")    ? float(j)
+                             : shape == std::string_view("descending") ? -float(j)
+                                                                       : -std::abs(float(j) - float(vocab / 3));
+          row[j] = 0.001f * rank;
+        }
+        cpu::CandidateBuffer buffer;
+        buffer.reset(k);
+        const float threshold = buffer.speculative_threshold(row.data(), vocab);
+        const auto admitted = std::count_if(row.begin(), row.end(), [&](float x) { return x > threshold; });
+        EXPECT_GE(admitted, k) << shape << " V " << vocab << " K " << k << " threshold " << threshold;
+      }
+    }
+  }
+}
+
 TEST_P(CpuBackendPerTarget, BitwiseIdenticalWithAnyThreadCount) {
   ThreadCount restore;
   std::mt19937_64 rng(45);
