@@ -87,7 +87,8 @@ class CandidateBuffer {
   // costs is its cache misses; whole lines give 16 entries per miss where one entry per line
   // (the first design) spent most of the sample's time waiting on memory (perf: 15% of a K = 255
   // pass, on the load). Entries of one line are independent in a random row; where neighbouring
-  // tokens are alike the sample is worth less, which costs admissions or a rescan, never bits.
+  // tokens are alike the sample is worth less, which costs admissions or a rescan, never bits
+  // (and never a rescan for sorted rows: the bound by line maxima in the .cpp).
   static constexpr std::uint64_t kSampleRun = 16;
   static constexpr std::uint64_t kSampleStride = 1024;
   float speculative_threshold(const float* row, std::uint64_t vocab);
