@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 
@@ -219,6 +220,43 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
     for (const int threads : {1, 4}) {
       omp_set_num_threads(threads);
       EXPECT_EQ(agree_with_reference(batch, levels, errors), "") << "levels " << levels << " threads " << threads;
+    }
+  }
+}
+
+// Compaction keeps exactly the K best under (value descending, token ascending), in token order,
+// and raises the threshold to the K-th best value: random values, heavy ties, sorted either way
+// and all equal, at K where the selection takes its heap path (K <= n / 32) and its partition.
+TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
+  std::mt19937_64 rng(59);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::uint32_t k : {1u, 3u, 255u, 4095u}) {
+    for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
+      const std::size_t n = 2 * std::size_t{k} + 65;  // one past capacity: admit() compacts once
+      std::vector<float> values(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string_view s = shape;
+        values[i] = s == "random" ? normal(rng)
+                    : s == "ties" ? float(int(normal(rng)))
+                    : s == "ascending" ? float(i)
+                    : s == "descending" ? -float(i)
+                                        : 1.0f;
+      }
+      cpu::CandidateBuffer buffer;
+      buffer.reset(k);
+      for (std::size_t i = 0; i < n; ++i) buffer.admit(values[i], std::uint32_t(i));
+      buffer.compact();
+
+      std::vector<std::uint32_t> order(n);
+      std::iota(order.begin(), order.end(), 0u);
+      std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
+      std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
+      std::sort(best.begin(), best.end());
+      const std::string where = std::string(shape) + " K " + std::to_string(k);
+      ASSERT_EQ(buffer.size(), k) << where;
+      EXPECT_TRUE(std::equal(best.begin(), best.end(), buffer.tokens())) << where;
+      for (std::size_t i = 0; i < k; ++i) EXPECT_EQ(buffer.values()[i], values[buffer.tokens()[i]]) << where;
+      EXPECT_EQ(buffer.threshold(), values[order[k - 1]]) << where;
     }
   }
 }

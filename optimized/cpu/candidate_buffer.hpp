@@ -102,8 +102,8 @@ class CandidateBuffer {
   std::vector<float> values_;
   std::vector<std::uint32_t> tokens_;
   std::vector<float> scratch_;       // the seed's or the speculation's sample
-  std::vector<std::uint32_t> keys_;  // selection workspace (radix)
-  std::vector<float> small_;         // selection workspace (nth_element)
+  std::vector<float> small_;         // selection workspace (heap, partition)
+  std::vector<float> partner_;       // the partition's second buffer
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
 
