@@ -226,7 +226,8 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
 
 // Compaction keeps exactly the K best under (value descending, token ascending), in token order,
 // and raises the threshold to the K-th best value: random values, heavy ties, sorted either way
-// and all equal, at K where the selection takes its heap path (K <= n / 32) and its partition.
+// and all equal, at K where the selection takes each of its paths: heap (K <= n / 32), partition
+// (n <= 2048) and radix.
 TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
   std::mt19937_64 rng(59);
   std::normal_distribution<float> normal(0.0f, 2.0f);

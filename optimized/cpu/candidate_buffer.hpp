@@ -104,6 +104,7 @@ class CandidateBuffer {
   std::vector<float> scratch_;       // the seed's or the speculation's sample
   std::vector<float> small_;         // selection workspace (heap, partition)
   std::vector<float> partner_;       // the partition's second buffer
+  std::vector<std::uint32_t> keys_;  // selection workspace (radix)
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
 
