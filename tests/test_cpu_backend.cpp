@@ -264,19 +264,23 @@ TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
 
 // Where a row's entries >= t form one run of tokens (sorted rows, a single peak), the speculative
 // threshold t never starves the row of K entries, so such rows are never scanned twice (the
-// guard in speculative_threshold: a sorted row's sampled top is one cache line's).
+// guard in speculative_threshold: a sorted row's sampled top is one cache line's). The hardest
+// peak lies midway between two sampled lines: its run starts at one line's last entry.
 TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
+  using cpu::CandidateBuffer;
   for (const std::uint64_t vocab : {16384u, 32000u, 100003u, 128256u, 152064u}) {
-    for (const std::uint32_t k : {255u, 1000u, 4095u}) {
+    for (const std::uint32_t k : {255u, 1000u, 1024u, 2048u, 4095u, 4096u}) {
+      const double midway = 10.0 * CandidateBuffer::kSampleStride +
+                            (CandidateBuffer::kSampleStride + CandidateBuffer::kSampleRun - 1) / 2.0;
+      const std::pair<const char*, std::function<double(double)>> shapes[] = {
+          {"ascending", [](double j) { return j; }},
+          {"descending", [](double j) { return -j; }},
+          {"peak at V/3", [&](double j) { return -std::abs(j - double(vocab / 3)); }},
+          {"peak midway between sampled lines", [&](double j) { return -std::abs(j - midway); }}};
       std::vector<float> row(vocab);
-      for (const char* shape : {"ascending", "descending", "peak"}) {
-        for (std::uint64_t j = 0; j < vocab; ++j) {
-          const float rank = shape == std::string_view("ascending")    ? float(j)
-                             : shape == std::string_view("descending") ? -float(j)
-                                                                       : -std::abs(float(j) - float(vocab / 3));
-          row[j] = 0.001f * rank;
-        }
-        cpu::CandidateBuffer buffer;
+      for (const auto& [shape, rank] : shapes) {
+        for (std::uint64_t j = 0; j < vocab; ++j) row[j] = static_cast<float>(0.001 * rank(double(j)));
+        CandidateBuffer buffer;
         buffer.reset(k);
         const float threshold = buffer.speculative_threshold(row.data(), vocab);
         const auto admitted = std::count_if(row.begin(), row.end(), [&](float x) { return x > threshold; });

@@ -211,11 +211,12 @@ float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t voc
   const std::uint64_t j = static_cast<std::uint64_t>(lambda + 3.0 * std::sqrt(lambda)) + 1;
   // The entries of a line are alike in a sorted row, and there its top j may be one line's:
   // fewer than K entries beat them, always. So t is also at most the L-th largest line maximum,
-  // L = ceil(K / stride) + 1: where the entries >= t form one run of tokens (a sorted or
-  // single-peaked row), L sampled lines inside the run make it longer than (L - 1) strides >= K.
-  // For a random row this bound lies far above the j-th largest entry (L = 2 against j = 11 at
-  // K = 255) and changes nothing.
-  const std::uint64_t l = (k_ + kSampleStride - 1) / kSampleStride + 1;
+  // L = ceil((K + run) / stride) + 1: where the entries >= t form one run of tokens (a sorted or
+  // single-peaked row), L sampled lines meet the run, which then reaches from the first one's
+  // last entry at latest to the last one's first entry at earliest: (L - 1) strides - run + 2
+  // >= K entries. For a random row this bound lies far above the j-th largest entry (L = 2
+  // against j = 11 at K = 255) and changes nothing.
+  const std::uint64_t l = (k_ + kSampleRun + kSampleStride - 1) / kSampleStride + 1;
   if (m < 4 * j || lines < 4 * l) return kNone;  // the sample would say little; V is near K
   scratch_.resize(m + lines);
   float* line_max = scratch_.data() + m;
