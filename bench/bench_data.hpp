@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs::bench {
 

@@ -11,7 +11,7 @@ namespace logprobs::bench {
 std::vector<Target> all_targets(bool with_reference, bool with_variants) {
   std::vector<Target> targets;
   for (const Backend* backend : all_backends()) {
-    if (backend->name() == "reference" && !with_reference) continue;
+    if (backend->name() == kReferenceName && !with_reference) continue;
     if (!backend->variant_of().empty() && !with_variants) continue;
     if (const Availability a = backend->availability(); !a.available) {
       std::cerr << "logprobs-bench: skipping backend " << backend->name() << ": " << a.reason << "\n";

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs::bench {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs::bench {
 

@@ -9,7 +9,7 @@
 #include <iosfwd>
 #include <optional>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs::gen {
 

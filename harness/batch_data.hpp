@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "logprobs/backend.hpp"
@@ -44,6 +45,13 @@ struct ResultData {
 
 // Bitwise equality, which treats NaN payloads as bits (SPEC §6 determinism).
 bool same_bits(const ResultData& a, const ResultData& b);
+
+// The same, for output row `row_a` of `a` against output row `row_b` of `b`.
+bool same_row_bits(const ResultData& a, std::uint64_t row_a, const ResultData& b, std::uint64_t row_b);
+
+// The batch of one batch item, one logit row `x` and one output row evaluating `token`: a row of a
+// larger batch computed alone (SPEC §6 batch invariance), or a row written by hand.
+BatchData single_row_batch(std::span<const float> x, std::uint32_t token);
 
 // Validates, allocates outputs of the right shape and runs the backend.
 ResultData run_backend(const Backend& backend, const BatchData& batch, int levels);

@@ -29,18 +29,14 @@ bool is_candidate(float x) { return x > -kInf; }  // false for NaN and -inf
 RowFacts row_facts(std::span<const float> x, std::uint32_t k) {
   RowFacts facts;
   bool any_finite = false;
-  float finite_max = -kInf;
   std::vector<float> candidates;
   for (const float v : x) {
     if (std::isnan(v) || v == kInf) facts.normalizer_is_nan = true;
-    if (std::isfinite(v)) {
-      any_finite = true;
-      finite_max = std::max(finite_max, v);
-    }
+    any_finite |= std::isfinite(v);
     if (k > 0 && is_candidate(v)) candidates.push_back(v);
   }
-  if (!any_finite && !facts.normalizer_is_nan) facts.normalizer_is_nan = true;  // only -inf
-  facts.scale_max = any_finite ? finite_max : 0.0;
+  if (!any_finite) facts.normalizer_is_nan = true;  // only -inf (or NaN and +inf)
+  facts.scale_max = largest_finite_logit(x);
   const std::size_t kept = std::min<std::size_t>(k, candidates.size());
   std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), std::greater<>());
   candidates.resize(kept);
@@ -50,13 +46,13 @@ RowFacts row_facts(std::span<const float> x, std::uint32_t k) {
 
 class RowJudge {
  public:
-  RowJudge(const BatchData& batch, int levels, const Tolerance& tolerance, Verdict& verdict)
+  RowJudge(const RaggedBatch& batch, int levels, const Tolerance& tolerance, Verdict& verdict)
       : batch_(batch), k_(top_k(levels)), width_(slots_per_row(levels)), tolerance_(tolerance), verdict_(verdict) {}
 
   void judge(std::uint64_t b, const RowTask& task, const ResultData& reference, const ResultData& got) {
     b_ = b;
     o_ = task.output_row;
-    x_ = batch_.view().logit_row(task.logit_row);
+    x_ = batch_.logit_row(task.logit_row);
     facts_ = row_facts(x_, k_);
     ++verdict_.stats.rows;
     judge_tokens(task.token, got);
@@ -136,25 +132,26 @@ class RowJudge {
   }
 
   void judge_value(std::uint64_t slot, std::uint32_t t, float got, float want) {
-    const bool exact_only = std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got);
-    if (exact_only) {
-      const bool same = std::isnan(want) ? std::isnan(got) : got == want;
-      if (!same) fail(Rule::value, slot, t, fmt::format("token {} got {} want {} (NaN and infinities must match exactly)", t, got, want));
+    const bool agrees = value_agrees(got, want, facts_.scale_max, batch_.vocab, tolerance_);
+    if (std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got)) {
+      if (!agrees)
+        fail(Rule::value, slot, t,
+             fmt::format("token {} got {} want {} (NaN and infinities must match exactly)", t, got, want));
       return;
     }
     const double error = std::fabs(double(got) - double(want));
+    const double allowed = allowed_error(want, facts_.scale_max, batch_.vocab, tolerance_);
     ErrorStats& stats = verdict_.stats;
     ++stats.values;
     stats.max_abs_error = std::max(stats.max_abs_error, error);
     stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
-    const double allowed = allowed_error(want, facts_.scale_max, batch_.vocab, tolerance_);
     stats.max_tolerance_used = std::max(stats.max_tolerance_used, error / allowed);
-    if (!(error <= allowed))
+    if (!agrees)
       fail(Rule::value, slot, t,
            fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g})", t, got, want, error, allowed));
   }
 
-  const BatchData& batch_;
+  const RaggedBatch& batch_;
   const std::uint32_t k_;
   const std::uint64_t width_;
   const Tolerance& tolerance_;
@@ -209,9 +206,22 @@ double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tole
          tolerance.summation * std::ldexp(double(vocab), -24);
 }
 
-Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
+bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::fabs(double(got) - double(want)) <= allowed_error(want, row_max, vocab, tolerance);
+}
+
+double largest_finite_logit(std::span<const float> x) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (const float v : x)
+    if (std::isfinite(v)) m = std::max(m, double(v));
+  return std::isfinite(m) ? m : 0.0;
+}
+
+Verdict compare_result(const RaggedBatch& batch, int levels, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance) {
-  const OutputShape shape = validate_batch(batch.view(), levels);
+  const OutputShape shape = validate_batch(batch, levels);
   if (!has_shape(reference, shape.rows, shape.width))
     throw std::invalid_argument(fmt::format("compare_result: reference result is [{}, {}], want [{}, {}]",
                                             reference.rows, reference.width, shape.rows, shape.width));
@@ -227,7 +237,7 @@ Verdict compare_result(const BatchData& batch, int levels, const ResultData& ref
   RowJudge judge(batch, levels, tolerance, verdict);
   const auto loo = batch.lp_output_offsets;
   std::uint64_t b = 0;
-  for (const RowTask& task : plan_rows(batch.view())) {
+  for (const RowTask& task : plan_rows(batch)) {
     while (loo[b + 1] <= task.output_row) ++b;
     judge.judge(b, task, reference, got);
   }

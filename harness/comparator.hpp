@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,12 +83,23 @@ struct Verdict {
 // count exact, values within tolerance. A result of the wrong shape is one violation.
 // Throws InvalidBatch if the batch itself breaks SPEC §4, and std::invalid_argument if
 // `reference` is not of shape [N, W].
-Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
+Verdict compare_result(const RaggedBatch& batch, int levels, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance = {});
+inline Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
+                              const Tolerance& tolerance = {}) {
+  return compare_result(batch.view(), levels, reference, got, tolerance);
+}
 
 // The error allowed between a value and its reference value `ref` in a row of `vocab` logits
 // whose largest finite logit is `row_max` (see Tolerance).
 double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
+
+// SPEC §5's rule for one value: NaN matches NaN, an infinity the same infinity, anything else
+// within allowed_error of `want`, the reference's value.
+bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
+
+// The largest finite logit of a row, 0 when it has none: the `row_max` of the rules above.
+double largest_finite_logit(std::span<const float> x);
 
 // The spacing of f32 values at |value| (the smallest subnormal at 0).
 double ulp_f32(float value);

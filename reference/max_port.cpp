@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "logprobs/backend.hpp"
+#include "row_backend.hpp"
 
 namespace logprobs {
 namespace {
@@ -58,8 +58,8 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
     }
   }
 
-  float* values = out.lp_logits.data() + task.output_row * out.width;
-  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  float* values = out.row_values(task.output_row);
+  std::uint32_t* tokens = out.row_tokens(task.output_row);
   for (std::uint32_t slot = 0; slot < k; ++slot) {
     tokens[slot] = heap[slot].token;
     values[slot] = heap[slot].value + n;
@@ -68,23 +68,11 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
   values[k] = x[task.token] + n;
 }
 
-class MaxPortBackend final : public Backend {
- public:
-  std::string_view name() const override { return "max"; }
-  std::string_view description() const override {
-    return "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height min-heap";
-  }
-
- protected:
-  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
-    const std::vector<RowTask> tasks = plan_rows(batch);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t i = 0; i < tasks.size(); ++i) compute_row(batch, tasks[i], levels, out);
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Backend> make_max_backend() { return std::make_unique<MaxPortBackend>(); }
+std::unique_ptr<Backend> make_max_backend() {
+  return make_row_backend("max", "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height min-heap",
+                          compute_row);
+}
 
 }  // namespace logprobs

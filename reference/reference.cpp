@@ -9,7 +9,7 @@
 #include <limits>
 #include <numeric>
 
-#include "logprobs/backend.hpp"
+#include "row_backend.hpp"
 
 namespace logprobs {
 namespace {
@@ -45,8 +45,8 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
   const std::uint32_t k = top_k(levels);
 
-  float* values = out.lp_logits.data() + task.output_row * out.width;
-  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  float* values = out.row_values(task.output_row);
+  std::uint32_t* tokens = out.row_tokens(task.output_row);
   const std::vector<std::uint32_t> top = top_tokens(x, k);
   for (std::uint32_t slot = 0; slot < k; ++slot) {
     const bool padding = slot >= top.size();
@@ -57,23 +57,12 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
   values[k] = static_cast<float>(x[task.token] + n);
 }
 
-class ReferenceBackend final : public Backend {
- public:
-  std::string_view name() const override { return "reference"; }
-  std::string_view description() const override {
-    return "Eigen, double-precision normalizer, exact top-K by sorting (the contract's answer)";
-  }
-
- protected:
-  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
-    const std::vector<RowTask> tasks = plan_rows(batch);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t i = 0; i < tasks.size(); ++i) compute_row(batch, tasks[i], levels, out);
-  }
-};
-
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+std::unique_ptr<Backend> make_reference_backend() {
+  return make_row_backend(std::string(kReferenceName),
+                          "Eigen, double-precision normalizer, exact top-K by sorting (the contract's answer)",
+                          compute_row);
+}
 
 }  // namespace logprobs

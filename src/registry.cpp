@@ -1,6 +1,7 @@
 // The registry. Backends are listed by CMake (logprobs_register_backend), which generates
 // registered_backends.gen.cpp, so adding a backend touches no shared source file.
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "logprobs/backend.hpp"
@@ -24,6 +25,12 @@ const Backend* find_backend(std::string_view name) {
   const auto all = all_backends();
   const auto it = std::find_if(all.begin(), all.end(), [&](const Backend* b) { return b->name() == name; });
   return it == all.end() ? nullptr : *it;
+}
+
+const Backend& reference_backend() {
+  static const Backend* const reference = find_backend(kReferenceName);
+  if (reference == nullptr) throw std::logic_error("the reference backend is not registered in this build");
+  return *reference;
 }
 
 }  // namespace logprobs

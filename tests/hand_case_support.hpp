@@ -1,6 +1,6 @@
-// Helpers for the hand-written tests: building small batches, and judging one output row
-// against SPEC §2, §3 and §5 from the row's logits alone, in double precision, without calling
-// the reference backend (the tests must be able to catch the reference too).
+// Helpers for the hand-written tests: building small batches, and the result SPEC §2 and §3 give
+// for them worked out in double without calling the reference backend (the tests must be able to
+// catch the reference too), judged by the harness's comparator like every other result.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
+#include "harness/comparator.hpp"
+#include "verdict_assertion.hpp"
 
 namespace logprobs {
 
@@ -69,21 +71,12 @@ inline BatchData build(const BatchSpec& spec) {
 }
 
 // Logit row i of the batch: its first V entries.
-inline std::span<const float> logit_row(const BatchData& batch, std::uint64_t i) {
-  return {batch.logits.data() + i * batch.row_stride, batch.vocab};
-}
+inline std::span<const float> logit_row(const BatchData& batch, std::uint64_t i) { return batch.view().logit_row(i); }
 
 // One batch item, one logit row, one output row evaluating `sampled`.
-inline BatchData single_row(std::vector<float> x, std::uint32_t sampled) {
-  return build({.rows = {std::move(x)},
-                .tokens = {},
-                .sampled_tokens = {sampled},
-                .logit_row_offsets = {0, 1},
-                .token_row_offsets = {0, 0},
-                .lp_output_offsets = {0, 1}});
-}
+inline BatchData single_row(const std::vector<float>& x, std::uint32_t sampled) { return single_row_batch(x, sampled); }
 
-// SPEC §2.5 in double with IEEE semantics: n = -(m + log sum exp(x - m)).
+// SPEC §2.6 in double with IEEE semantics: n = -(m + log sum exp(x - m)).
 // A NaN anywhere makes the max NaN; +inf gives inf - inf; only -inf gives -inf - -inf.
 inline double expected_normalizer(std::span<const float> x) {
   double m = -std::numeric_limits<double>::infinity();
@@ -96,105 +89,61 @@ inline double expected_normalizer(std::span<const float> x) {
   return -(m + std::log(sum));
 }
 
-// The scale of the absolute tolerance: max(1, |m|), m the largest logit (1 when m is not finite,
-// where every value is NaN or an infinity and compares exactly anyway).
-inline double tolerance_scale(std::span<const float> x) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (float v : x)
-    if (!std::isnan(v)) m = std::max(m, double(v));
-  return std::isfinite(m) ? std::max(1.0, std::abs(m)) : 1.0;
-}
-
-// The gap between |want| rounded to f32 and the next f32 up.
-inline double f32_ulp(double want) {
-  const float w = std::abs(static_cast<float>(want));
-  return double(std::nextafter(w, kInf)) - double(w);
-}
-
-// SPEC §5 values: NaN matches NaN, an infinity the same infinity, else
-// |got - want| <= 1e-5 * scale + 4 ulp(want).
-inline ::testing::AssertionResult value_close(float got, double want, double scale) {
-  if (std::isnan(want)) {
-    if (std::isnan(got)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << got << " want NaN";
-  }
-  if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-    if (double(got) == want) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "got " << got << " want " << want;
-  }
-  const double error = std::abs(double(got) - want);
-  const double allowed = 1e-5 * scale + 4 * f32_ulp(want);
-  if (error <= allowed) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "got " << got << " want " << want << " (off by " << error << " > "
-                                       << allowed << ")";
-}
-
 inline bool is_candidate(float v) { return !std::isnan(v) && v > -kInf; }
 
-// Judges output row `o` of `result` as SPEC §5 does, from the logits x of the row it should have
-// read and the token s it should have evaluated:
-//   - the last slot is (s, x_s + n);
-//   - the non-padding top tokens are distinct candidates below V whose logits, as a multiset,
-//     are the K largest candidate logits (any tie-breaking, any slot order);
-//   - exactly max(0, K - candidates) slots are padding (V, -inf + n);
-//   - every value is within tolerance of x_t + n, n from expected_normalizer.
-inline ::testing::AssertionResult row_matches(const ResultData& result, std::uint64_t o, std::span<const float> x,
-                                              std::uint32_t s, int levels) {
-  const auto vocab = static_cast<std::uint32_t>(x.size());
+// What output row o should read: its logit row and evaluated token, worked out by hand.
+struct Want {
+  std::uint64_t logit_row;
+  std::uint32_t token;
+};
+
+// The result SPEC §2 and §3 give when output row o reads rows[o], written out plainly in double
+// and independent of the reference backend, which these tests judge too: each value x_t + n
+// rounded once to f32, the top slots the K largest candidates (value descending, token
+// ascending), then padding (V, -inf + n), then the evaluated token.
+inline ResultData expected_result(const RaggedBatch& batch, int levels, const std::vector<Want>& rows) {
   const std::uint32_t k = top_k(levels);
-  if (result.width != slots_per_row(levels))
-    return ::testing::AssertionFailure() << "width " << result.width << ", want " << slots_per_row(levels);
-  if (o >= result.rows) return ::testing::AssertionFailure() << "row " << o << " of " << result.rows;
-
-  const double n = expected_normalizer(x);
-  const double scale = tolerance_scale(x);
-  auto fail = [&](std::uint32_t slot) {
-    return ::testing::AssertionFailure() << "output row " << o << ", slot " << slot << " (token "
-                                         << result.token(o, slot) << ", value " << result.value(o, slot)
-                                         << "): ";
-  };
-
-  if (result.token(o, k) != s) return fail(k) << "last slot's token, want " << s;
-  if (auto close = value_close(result.value(o, k), double(x[s]) + n, scale); !close)
-    return fail(k) << "last slot's value: " << close.message();
-
-  std::vector<float> want_top;
-  for (float v : x)
-    if (is_candidate(v)) want_top.push_back(v);
-  std::sort(want_top.begin(), want_top.end(), std::greater<>());
-  want_top.resize(std::min<std::size_t>(k, want_top.size()));
-  const std::uint64_t want_padding = k - want_top.size();
-
-  std::vector<float> got_top;
-  std::set<std::uint32_t> seen;
-  std::uint64_t padding = 0;
-  for (std::uint32_t slot = 0; slot < k; ++slot) {
-    const std::uint32_t t = result.token(o, slot);
-    const float v = result.value(o, slot);
-    if (t == vocab) {
-      ++padding;
-      if (auto close = value_close(v, -double(kInf) + n, scale); !close)
-        return fail(slot) << "padding value: " << close.message();
-      continue;
+  const auto vocab = static_cast<std::uint32_t>(batch.vocab);
+  ResultData want(rows.size(), slots_per_row(levels));
+  for (std::uint64_t o = 0; o < rows.size(); ++o) {
+    const std::span<const float> x = batch.logit_row(rows[o].logit_row);
+    const double n = expected_normalizer(x);
+    std::vector<std::uint32_t> top;
+    for (std::uint32_t j = 0; j < vocab; ++j)
+      if (is_candidate(x[j])) top.push_back(j);
+    std::stable_sort(top.begin(), top.end(), [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b]; });
+    top.resize(std::min<std::size_t>(k, top.size()));
+    for (std::uint32_t slot = 0; slot < k; ++slot) {
+      const bool padding = slot >= top.size();
+      want.lp_tokens[o * want.width + slot] = padding ? vocab : top[slot];
+      want.lp_logits[o * want.width + slot] = static_cast<float>((padding ? -double(kInf) : x[top[slot]]) + n);
     }
-    if (t > vocab) return fail(slot) << "token above V = " << vocab;
-    if (!seen.insert(t).second) return fail(slot) << "token repeated";
-    if (!is_candidate(x[t])) return fail(slot) << "logit " << x[t] << " is not a candidate";
-    got_top.push_back(x[t]);
-    if (auto close = value_close(v, double(x[t]) + n, scale); !close) return fail(slot) << close.message();
+    want.lp_tokens[o * want.width + k] = rows[o].token;
+    want.lp_logits[o * want.width + k] = static_cast<float>(double(x[rows[o].token]) + n);
   }
-  if (padding != want_padding)
-    return ::testing::AssertionFailure() << "output row " << o << ": " << padding << " padding slots, want "
-                                         << want_padding;
-  std::sort(got_top.begin(), got_top.end(), std::greater<>());
-  if (got_top != want_top) {
-    auto failure = ::testing::AssertionFailure() << "output row " << o << ": top logits";
-    for (float v : got_top) failure << " " << v;
-    failure << ", want";
-    for (float v : want_top) failure << " " << v;
-    return failure;
-  }
-  return ::testing::AssertionSuccess();
+  return want;
+}
+
+// `got` judged by the comparator (SPEC §5) against the hand-computed result, output row o
+// reading rows[o]; by default, the rows plan_rows gives.
+inline ::testing::AssertionResult matches_by_hand(const RaggedBatch& batch, int levels, const ResultData& got,
+                                                  std::vector<Want> rows = {}) {
+  if (rows.empty())
+    for (const RowTask& task : plan_rows(batch)) rows.push_back({task.logit_row, task.token});
+  return testing_support::agrees(compare_result(batch, levels, expected_result(batch, levels, rows), got));
+}
+inline ::testing::AssertionResult matches_by_hand(const BatchData& batch, int levels, const ResultData& got,
+                                                  std::vector<Want> rows = {}) {
+  return matches_by_hand(batch.view(), levels, got, std::move(rows));
+}
+
+// SPEC §5's value rule (the comparator's, value_agrees) for one value worked out by hand in
+// double, in a row whose logits are x.
+inline ::testing::AssertionResult value_close(float got, double want, std::span<const float> x) {
+  if (value_agrees(got, static_cast<float>(want), largest_finite_logit(x), x.size(), Tolerance{}))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << " want " << want << " (off by "
+                                       << std::abs(double(got) - want) << ")";
 }
 
 // The top slots of row o, sorted by (value desc, token asc) as the contract allows comparing
@@ -243,5 +192,8 @@ class EveryBackend : public ::testing::TestWithParam<const Backend*> {
   const Backend& backend() const { return *GetParam(); }
   ResultData run(const BatchData& batch, int levels) const { return run_backend(backend(), batch, levels); }
 };
+
+// The hand cases' suite, whose tests lie in several files of one executable.
+using HandCase = EveryBackend;
 
 }  // namespace logprobs::hand

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "batch_file.hpp"
+#include "harness/batch_file.hpp"
 #include "malformed_files.hpp"
 #include "temp_dir.hpp"
 
@@ -103,22 +103,17 @@ TEST(BatchFile, ResultRoundTripKeepsBits) {
 }
 
 template <typename T>
-std::vector<std::byte> bytes_of(const std::vector<T>& values) {
-  std::vector<std::byte> bytes(values.size() * sizeof(T));
-  if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
+std::span<const std::byte> bytes_of(const std::vector<T>& values) {
+  return std::as_bytes(std::span<const T>(values));
 }
 
 // A one-row batch whose logits are given as raw 16-bit values of `dtype`.
 void write_half_batch(const fs::path& path, const std::string& dtype, const std::vector<std::uint16_t>& half) {
-  const std::vector<std::uint32_t> zero = {0}, offsets = {0, 1};
+  const std::vector<std::uint32_t> zero = {0}, offsets = {0, 1}, no_tokens = {0, 0};
   const std::vector<SafetensorsTensor> tensors = {
-      {"logits", dtype, {1, half.size()}, bytes_of(half)},
-      {"tokens", "U32", {0}, {}},
-      {"sampled_tokens", "U32", {1}, bytes_of(zero)},
-      {"logit_row_offsets", "U32", {2}, bytes_of(offsets)},
-      {"token_row_offsets", "U32", {2}, bytes_of(std::vector<std::uint32_t>{0, 0})},
-      {"lp_output_offsets", "U32", {2}, bytes_of(offsets)},
+      {"logits", dtype, {1, half.size()}, bytes_of(half)},    {"tokens", "U32", {0}, {}},
+      {"sampled_tokens", "U32", {1}, bytes_of(zero)},         {"logit_row_offsets", "U32", {2}, bytes_of(offsets)},
+      {"token_row_offsets", "U32", {2}, bytes_of(no_tokens)}, {"lp_output_offsets", "U32", {2}, bytes_of(offsets)},
   };
   write_safetensors(path, tensors, {});
 }
@@ -168,7 +163,7 @@ std::string batch_error(const std::string& bytes) {
   write_raw(path, bytes);
   try {
     read_batch_file(path);
-  } catch (const BatchFileError& e) {
+  } catch (const FileError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find(path.string()), std::string::npos) << "the message names the file: " << message;
     return message;
@@ -186,7 +181,7 @@ TEST(BatchFileMalformed, EachKindIsRejectedWithItsMessage) {
 }
 
 TEST(BatchFileMalformed, MissingFile) {
-  EXPECT_THROW(read_batch_file(temp_path("does_not_exist.safetensors")), BatchFileError);
+  EXPECT_THROW(read_batch_file(temp_path("does_not_exist.safetensors")), FileError);
 }
 
 TEST(BatchFileMalformed, ResultShapesDisagree) {
@@ -198,7 +193,7 @@ TEST(BatchFileMalformed, ResultShapesDisagree) {
   try {
     read_result_file(path);
     ADD_FAILURE() << "accepted";
-  } catch (const BatchFileError& e) {
+  } catch (const FileError& e) {
     EXPECT_NE(std::string(e.what()).find("lp_logits has shape [1, 2] but lp_tokens has shape [2, 1]"),
               std::string::npos)
         << e.what();

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "comparator.hpp"
+#include "harness/comparator.hpp"
 
 namespace logprobs {
 namespace {
@@ -32,7 +32,7 @@ BatchData hand_batch() {
 }
 
 ResultData reference_of(const BatchData& b, int levels = kLevels) {
-  return run_backend(*find_backend("reference"), b, levels);
+  return run_backend(reference_backend(), b, levels);
 }
 
 std::vector<Rule> rules(const Verdict& v) {

@@ -13,8 +13,8 @@
 #include <string>
 #include <thread>
 
-#include "batch_data.hpp"
-#include "host_backends.hpp"
+#include "harness/batch_data.hpp"
+#include "harness/host_backends.hpp"
 
 namespace logprobs {
 namespace {

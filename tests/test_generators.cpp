@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <set>
-#include <vector>
 #include <sstream>
+#include <vector>
 
-#include "comparator.hpp"
-#include "generators.hpp"
+#include "fuzz/generators.hpp"
+#include "harness/comparator.hpp"
 
 namespace logprobs {
 namespace {
@@ -131,7 +131,7 @@ class PlantedBugBackend final : public Backend {
 
  protected:
   void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
-    find_backend("reference")->run(batch, levels, out);
+    reference_backend().run(batch, levels, out);
     if (batch.vocab <= 100) return;
     for (const RowTask& task : plan_rows(batch)) {
       const auto x = batch.logit_row(task.logit_row);
@@ -143,7 +143,7 @@ class PlantedBugBackend final : public Backend {
 
 TEST(Generators, ShrinkingReachesASmallCounterexample) {
   const PlantedBugBackend buggy;
-  const Backend& reference = *find_backend("reference");
+  const Backend& reference = reference_backend();
   const int levels = 1;
   const auto fails = [&](const BatchData& b) {
     const ResultData want = run_backend(reference, b, levels);

@@ -10,7 +10,6 @@
 namespace logprobs::hand {
 namespace {
 
-using HandCase = EveryBackend;
 using Slots = std::vector<std::pair<float, std::uint32_t>>;
 
 // ---- SPEC §2: the finite row ------------------------------------------------------------------
@@ -26,12 +25,12 @@ TEST_P(HandCase, FiniteRowHasSortedTopValuesAndEvaluatedToken) {
   EXPECT_EQ(top[0].second, 3u);
   EXPECT_EQ(top[1].second, 0u);
   EXPECT_EQ(top[2].second, 4u);
-  EXPECT_TRUE(value_close(top[0].first, 3.0 + n, 3.0));
-  EXPECT_TRUE(value_close(top[1].first, 2.0 + n, 3.0));
-  EXPECT_TRUE(value_close(top[2].first, 1.0 + n, 3.0));
+  EXPECT_TRUE(value_close(top[0].first, 3.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[1].first, 2.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[2].first, 1.0 + n, logit_row(batch, 0)));
   EXPECT_EQ(got.token(0, 3), 2u);
-  EXPECT_TRUE(value_close(got.value(0, 3), -1.0 + n, 3.0));
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 2, levels));
+  EXPECT_TRUE(value_close(got.value(0, 3), -1.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, UniformRowGivesMinusLogV) {
@@ -39,7 +38,8 @@ TEST_P(HandCase, UniformRowGivesMinusLogV) {
   const BatchData batch = single_row({1, 1, 1, 1}, /*sampled=*/2);
   const ResultData got = run(batch, levels);
   const double log_quarter = -std::log(4.0);
-  for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(value_close(got.value(0, slot), log_quarter, 1.0));
+  for (std::uint32_t slot = 0; slot < 4; ++slot)
+    EXPECT_TRUE(value_close(got.value(0, slot), log_quarter, logit_row(batch, 0)));
   const std::vector<std::uint32_t> tokens = sorted_top_tokens(got, 0, levels);
   EXPECT_TRUE(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end()) << "top tokens repeat";
   EXPECT_LT(tokens.back(), 4u);
@@ -58,16 +58,16 @@ TEST_P(HandCase, VocabSmallerThanKIsPadded) {
   EXPECT_EQ(top[0].second, 2u);
   EXPECT_EQ(top[1].second, 0u);
   EXPECT_EQ(top[2].second, 1u);
-  EXPECT_TRUE(value_close(top[0].first, 2.0 + n, 2.0));
-  EXPECT_TRUE(value_close(top[1].first, 0.5 + n, 2.0));
-  EXPECT_TRUE(value_close(top[2].first, -1.0 + n, 2.0));
+  EXPECT_TRUE(value_close(top[0].first, 2.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[1].first, 0.5 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[2].first, -1.0 + n, logit_row(batch, 0)));
   for (int i = 3; i < 7; ++i) {
     EXPECT_EQ(top[i].second, 3u) << "padding token is V";
     EXPECT_EQ(top[i].first, -kInf) << "padding value is -inf + n";
   }
   EXPECT_EQ(got.token(0, 7), 1u);
-  EXPECT_TRUE(value_close(got.value(0, 7), -1.0 + n, 2.0));
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 1, levels));
+  EXPECT_TRUE(value_close(got.value(0, 7), -1.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 // SPEC §2.6: among equal logits at the K-th place any token may be kept.
@@ -79,15 +79,16 @@ TEST_P(HandCase, TieAtKthPlaceKeepsAnyOfTheTiedTokens) {
   const std::set<std::vector<std::uint32_t>> accepted = {{1, 2, 3}, {1, 2, 4}, {1, 3, 4}};
   EXPECT_TRUE(accepted.contains(sorted_top_tokens(got, 0, levels)))
       << "top tokens " << ::testing::PrintToString(sorted_top_tokens(got, 0, levels));
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 5, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, AllEqualRowKeepsAnyKDistinctTokens) {
   const int levels = 2;
   const BatchData batch = single_row({5, 5, 5, 5, 5, 5, 5, 5}, /*sampled=*/7);
   const ResultData got = run(batch, levels);
-  for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(value_close(got.value(0, slot), -std::log(8.0), 5.0));
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 7, levels));
+  for (std::uint32_t slot = 0; slot < 4; ++slot)
+    EXPECT_TRUE(value_close(got.value(0, slot), -std::log(8.0), logit_row(batch, 0)));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 // ---- SPEC §3: special values ------------------------------------------------------------------
@@ -102,16 +103,16 @@ TEST_P(HandCase, MaskedMinusInfNeverEntersAndPadsWhenFewFinite) {
   EXPECT_EQ(top[0].second, 3u);
   EXPECT_EQ(top[1].second, 1u);
   EXPECT_EQ(top[2].second, 4u);
-  EXPECT_TRUE(value_close(top[0].first, 2.0 + n, 2.0));
-  EXPECT_TRUE(value_close(top[1].first, 1.0 + n, 2.0));
-  EXPECT_TRUE(value_close(top[2].first, 0.5 + n, 2.0));
+  EXPECT_TRUE(value_close(top[0].first, 2.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[1].first, 1.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(top[2].first, 0.5 + n, logit_row(batch, 0)));
   for (int i = 3; i < 7; ++i) {
     EXPECT_EQ(top[i].second, 6u);
     EXPECT_EQ(top[i].first, -kInf);
   }
   EXPECT_EQ(got.token(0, 7), 0u);
   EXPECT_EQ(got.value(0, 7), -kInf) << "the evaluated token is masked";
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 0, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, MaskedMinusInfWithMoreFiniteThanK) {
@@ -120,8 +121,8 @@ TEST_P(HandCase, MaskedMinusInfWithMoreFiniteThanK) {
   const ResultData got = run(batch, levels);
   const double n = -(2.0 + std::log(std::exp(-1.0) + 1.0 + std::exp(-1.5)));
   EXPECT_EQ(got.token(0, 0), 3u);
-  EXPECT_TRUE(value_close(got.value(0, 0), 2.0 + n, 2.0));
-  EXPECT_TRUE(value_close(got.value(0, 1), 0.5 + n, 2.0));
+  EXPECT_TRUE(value_close(got.value(0, 0), 2.0 + n, logit_row(batch, 0)));
+  EXPECT_TRUE(value_close(got.value(0, 1), 0.5 + n, logit_row(batch, 0)));
 }
 
 TEST_P(HandCase, NaNMakesEveryValueNaNButNeverEntersTheTop) {
@@ -136,7 +137,6 @@ TEST_P(HandCase, NaNMakesEveryValueNaNButNeverEntersTheTop) {
   for (std::uint64_t o = 0; o < 2; ++o) {
     EXPECT_EQ(sorted_top_tokens(got, o, levels), (std::vector<std::uint32_t>{0, 2, 3}));
     for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(std::isnan(got.value(o, slot))) << "slot " << slot;
-    EXPECT_TRUE(row_matches(got, o, logit_row(batch, o), batch.sampled_tokens[o], levels));
   }
   EXPECT_EQ(got.token(0, 3), 4u);
   EXPECT_EQ(got.token(1, 3), 1u) << "the evaluated token may be the NaN entry itself";
@@ -148,7 +148,7 @@ TEST_P(HandCase, NaNRowWithFewCandidatesIsPaddedWithNaN) {
   const ResultData got = run(batch, levels);
   EXPECT_EQ(sorted_top_tokens(got, 0, levels), (std::vector<std::uint32_t>{1, 2, 2}));
   for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(std::isnan(got.value(0, slot))) << "slot " << slot;
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 1, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, PlusInfEntersFirstAndMakesEveryValueNaN) {
@@ -163,7 +163,7 @@ TEST_P(HandCase, PlusInfEntersFirstAndMakesEveryValueNaN) {
     for (std::uint32_t slot = 0; slot < got.width; ++slot)
       EXPECT_TRUE(std::isnan(got.value(0, slot))) << "slot " << slot;
     EXPECT_EQ(got.token(0, got.width - 1), 3u);
-    EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 3, levels));
+    EXPECT_TRUE(matches_by_hand(batch, levels, got));
   }
 }
 
@@ -174,7 +174,7 @@ TEST_P(HandCase, OnlyMinusInfIsAllPaddingWithNaN) {
   EXPECT_EQ(sorted_top_tokens(got, 0, levels), (std::vector<std::uint32_t>{4, 4, 4}));
   for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(std::isnan(got.value(0, slot))) << "slot " << slot;
   EXPECT_EQ(got.token(0, 3), 1u);
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 1, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 // ---- levels and vocabulary extremes -----------------------------------------------------------
@@ -192,9 +192,9 @@ TEST_P(HandCase, LevelsZeroWritesOnlyTheEvaluatedToken) {
   const double n0 = -(2.0 + std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0));
   const double n1 = -(5.0 + std::log(1.0 + std::exp(-10.0) + std::exp(-5.0)));
   EXPECT_EQ(got.token(0, 0), 1u);
-  EXPECT_TRUE(value_close(got.value(0, 0), 1.0 + n0, 2.0));
+  EXPECT_TRUE(value_close(got.value(0, 0), 1.0 + n0, logit_row(batch, 0)));
   EXPECT_EQ(got.token(1, 0), 2u);
-  EXPECT_TRUE(value_close(got.value(1, 0), 0.0 + n1, 5.0));
+  EXPECT_TRUE(value_close(got.value(1, 0), 0.0 + n1, logit_row(batch, 1)));
 }
 
 // K = 65535 with V above K: many ties at the cut (1009 distinct values), and masked entries.
@@ -213,7 +213,7 @@ TEST_P(HandCase, LevelsSixteenWithVocabAboveK) {
   std::uint64_t padding = 0;
   for (std::uint32_t slot = 0; slot < 65535; ++slot) padding += got.token(0, slot) == vocab;
   EXPECT_EQ(padding, 0u) << "69278 finite entries fill all 65535 slots";
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 12345, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, LevelsSixteenWithVocabBelowK) {
@@ -227,7 +227,7 @@ TEST_P(HandCase, LevelsSixteenWithVocabBelowK) {
   for (std::uint32_t t = 0; t < vocab; ++t) want.push_back(t);
   want.insert(want.end(), 65535 - vocab, vocab);
   EXPECT_EQ(sorted_top_tokens(got, 0, levels), want) << "every token once, then 64535 padding slots";
-  EXPECT_TRUE(row_matches(got, 0, logit_row(batch, 0), 999, levels));
+  EXPECT_TRUE(matches_by_hand(batch, levels, got));
 }
 
 TEST_P(HandCase, VocabOfOne) {
@@ -250,209 +250,7 @@ TEST_P(HandCase, VocabOfOne) {
   for (std::uint32_t slot = 0; slot < 4; ++slot) EXPECT_TRUE(std::isnan(all_padding.value(0, slot)));
 }
 
-// ---- SPEC §2 steps 1-4: which logit row and token each output row reads --------------------
-
-// Output row o should read logit row `logit_row` and evaluate `token`; worked out by hand.
-struct Want {
-  std::uint64_t logit_row;
-  std::uint32_t token;
-};
-
-void expect_rows(const BatchData& batch, const ResultData& got, int levels, const std::vector<Want>& want) {
-  ASSERT_EQ(got.rows, want.size());
-  for (std::uint64_t o = 0; o < want.size(); ++o) {
-    SCOPED_TRACE(::testing::Message() << "output row " << o);
-    EXPECT_TRUE(row_matches(got, o, logit_row(batch, want[o].logit_row), want[o].token, levels));
-  }
-}
-
-// Distinct rows, so reading the wrong one shows: row i is i, i+1, ... shifted and scaled.
-std::vector<std::vector<float>> distinct_rows(std::uint64_t count, std::uint64_t vocab) {
-  std::vector<std::vector<float>> rows(count, std::vector<float>(vocab));
-  for (std::uint64_t i = 0; i < count; ++i)
-    for (std::uint64_t j = 0; j < vocab; ++j) rows[i][j] = static_cast<float>((i * 3 + j * 5) % 7) * (1.0f + i) / 4;
-  return rows;
-}
-
-// Rows that no output row should read hold NaN, so reading one shows as NaN everywhere.
-std::vector<float> unread_row(std::uint64_t vocab) { return std::vector<float>(vocab, kNaN); }
-
-TEST_P(HandCase, EmptyBatchesBetweenNonEmptyOnes) {
-  const std::uint64_t vocab = 5;
-  std::vector<std::vector<float>> rows = distinct_rows(6, vocab);
-  rows[0] = unread_row(vocab);  // batch 0's (empty)
-  rows[5] = unread_row(vocab);  // batch 4's (empty)
-  // Empty batches 0, 2, 4 own tokens (and unread sampled tokens) >= V, which must not be read.
-  const BatchData batch = build({.rows = rows,
-                                 .tokens = {99, 98, 3, 97, 96, 2, 95, 94},
-                                 .sampled_tokens = {99, 4, 77, 1, 55},
-                                 .logit_row_offsets = {0, 1, 3, 3, 5, 6},
-                                 .token_row_offsets = {0, 2, 3, 5, 6, 8},
-                                 .lp_output_offsets = {0, 0, 2, 2, 4, 4}});
-  const int levels = 2;
-  expect_rows(batch, run(batch, levels), levels, {{1, 3}, {2, 4}, {3, 2}, {4, 1}});
-}
-
-TEST_P(HandCase, OnlyEmptyBatchesGiveNoRows) {
-  for (const auto& loo : {std::vector<std::uint32_t>{0}, std::vector<std::uint32_t>{0, 0, 0}}) {
-    const std::uint64_t b_count = loo.size() - 1;
-    const BatchData batch = build({.rows = {unread_row(3)},
-                                   .tokens = {},
-                                   .sampled_tokens = std::vector<std::uint32_t>(b_count, 7),
-                                   .logit_row_offsets = std::vector<std::uint32_t>(b_count + 1, 0),
-                                   .token_row_offsets = std::vector<std::uint32_t>(b_count + 1, 0),
-                                   .lp_output_offsets = loo});
-    EXPECT_EQ(run(batch, 2).rows, 0u) << "B = " << b_count;
-  }
-}
-
-TEST_P(HandCase, FewerOutputRowsThanLogitRowsReadsTheLastRows) {
-  const std::uint64_t vocab = 4;
-  std::vector<std::vector<float>> rows = distinct_rows(6, vocab);
-  rows[0] = unread_row(vocab);
-  rows[1] = unread_row(vocab);
-  rows[4] = unread_row(vocab);
-  const BatchData batch = build({.rows = rows,
-                                 .tokens = {3, 2, 1},
-                                 .sampled_tokens = {0, 2},
-                                 .logit_row_offsets = {0, 4, 6},
-                                 .token_row_offsets = {0, 3, 3},
-                                 .lp_output_offsets = {0, 2, 3}});
-  const int levels = 1;
-  // Batch 0: rows 2, 3 evaluating tokens[2] then sampled[0]; batch 1: row 5, sampled[1].
-  expect_rows(batch, run(batch, levels), levels, {{2, 1}, {3, 0}, {5, 2}});
-}
-
-// Echo: lro = tro = loo. Output row o reads logit row o and evaluates the next token, tokens[o + 1],
-// or the sampled token on a batch's last row.
-TEST_P(HandCase, EchoOffsetShape) {
-  const std::uint64_t vocab = 6;
-  const std::vector<std::uint32_t> offsets = {0, 3, 5, 9};
-  const BatchData batch = build({.rows = distinct_rows(9, vocab),
-                                 .tokens = {5, 1, 4, 0, 2, 3, 1, 5, 0},
-                                 .sampled_tokens = {2, 3, 4},
-                                 .logit_row_offsets = offsets,
-                                 .token_row_offsets = offsets,
-                                 .lp_output_offsets = offsets,
-                                 .extra_stride = 2});
-  const int levels = 2;
-  expect_rows(batch, run(batch, levels), levels,
-              {{0, 1}, {1, 4}, {2, 2}, {3, 2}, {4, 3}, {5, 1}, {6, 5}, {7, 0}, {8, 4}});
-}
-
-// No echo: one logit row and one output row per batch item, each evaluating its sampled token;
-// the prompts' tokens (some >= V) are never read.
-TEST_P(HandCase, NoEchoOffsetShape) {
-  const std::uint64_t vocab = 6;
-  const BatchData batch = build({.rows = distinct_rows(3, vocab),
-                                 .tokens = {100, 1, 2, 3, 200, 300, 5},
-                                 .sampled_tokens = {5, 0, 3},
-                                 .logit_row_offsets = {0, 1, 2, 3},
-                                 .token_row_offsets = {0, 4, 4, 7},
-                                 .lp_output_offsets = {0, 1, 2, 3}});
-  const int levels = 3;
-  expect_rows(batch, run(batch, levels), levels, {{0, 5}, {1, 0}, {2, 3}});
-}
-
-// SPEC §2.4: row r before a batch's last evaluates tokens[tro[b+1] - r], counted from the end
-// of the batch's tokens, not its start.
-TEST_P(HandCase, EvaluatedTokenCountsFromTheEndOfTheBatchsTokens) {
-  const std::uint64_t vocab = 8;
-  // One row per token value: x_j = j except x_j = 10 at j = i + 1, so each token's value differs.
-  std::vector<std::vector<float>> rows(3, std::vector<float>(vocab));
-  for (std::uint64_t i = 0; i < 3; ++i)
-    for (std::uint64_t j = 0; j < vocab; ++j) rows[i][j] = j == i + 1 ? 10.0f : static_cast<float>(j) / 2;
-  const BatchData batch = build({.rows = rows,
-                                 .tokens = {200, 201, 7, 6, 5, 4, 3},
-                                 .sampled_tokens = {1},
-                                 .logit_row_offsets = {0, 3},
-                                 .token_row_offsets = {2, 7},
-                                 .lp_output_offsets = {0, 3}});
-  const int levels = 0;
-  const ResultData got = run(batch, levels);
-  // Output rows 0, 1, 2: tokens[7 - 2] = 4, tokens[7 - 1] = 3, then sampled 1.
-  EXPECT_EQ(got.token(0, 0), 4u);
-  EXPECT_EQ(got.token(1, 0), 3u);
-  EXPECT_EQ(got.token(2, 0), 1u);
-  expect_rows(batch, got, levels, {{0, 4}, {1, 3}, {2, 1}});
-}
-
-TEST_P(HandCase, RowStrideAboveVocabIgnoresTheGap) {
-  const int levels = 2;
-  const BatchData batch = build({.rows = {{2, 0, -1, 3, 1}, {-kInf, 1, 1, 0, 2}},
-                                 .tokens = {4},
-                                 .sampled_tokens = {0},
-                                 .logit_row_offsets = {0, 2},
-                                 .token_row_offsets = {0, 1},
-                                 .lp_output_offsets = {0, 2},
-                                 .extra_stride = 7});
-  ASSERT_EQ(batch.row_stride, 12u);
-  const ResultData got = run(batch, levels);
-  const double n0 = -(3.0 + std::log(std::exp(-1.0) + std::exp(-3.0) + std::exp(-4.0) + 1.0 + std::exp(-2.0)));
-  EXPECT_EQ(got.token(0, 3), 4u);
-  EXPECT_TRUE(value_close(got.value(0, 3), 1.0 + n0, 3.0));
-  expect_rows(batch, got, levels, {{0, 4}, {1, 0}});
-}
-
 INSTANTIATE_TEST_SUITE_P(AllBackends, HandCase, ::testing::ValuesIn(registered_backends()), backend_test_name);
-
-// ---- the judge itself: it must reject what the contract rejects ------------------------------
-
-// A hand-made result for the tie row {1, 3, 2, 2, 2, 0} at levels 2, sampled token 5.
-struct TieRow {
-  std::vector<float> x = {1, 3, 2, 2, 2, 0};
-  double n = -(3.0 + std::log(std::exp(-2.0) + 1.0 + 3 * std::exp(-1.0) + std::exp(-3.0)));
-  ResultData result{1, 4};
-  void set(std::uint32_t slot, std::uint32_t token, double value) {
-    result.lp_tokens[slot] = token;
-    result.lp_logits[slot] = static_cast<float>(value);
-  }
-  TieRow(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
-    for (std::uint32_t slot = 0; slot < 3; ++slot) {
-      const std::uint32_t t = slot == 0 ? a : slot == 1 ? b : c;
-      set(slot, t, t < x.size() ? x[t] + n : -double(kInf));
-    }
-    set(3, 5, x[5] + n);
-  }
-  ::testing::AssertionResult judged() const { return row_matches(result, 0, x, 5, 2); }
-};
-
-TEST(RowMatches, AcceptsAnyTieBreakAndAnySlotOrder) {
-  EXPECT_TRUE(TieRow(1, 2, 3).judged());
-  EXPECT_TRUE(TieRow(4, 1, 3).judged());
-  EXPECT_TRUE(TieRow(2, 4, 1).judged());
-}
-
-TEST(RowMatches, RejectsWrongTokensPaddingAndValues) {
-  EXPECT_FALSE(TieRow(1, 2, 0).judged()) << "token 0 (logit 1) is not among the top 3";
-  EXPECT_FALSE(TieRow(2, 3, 4).judged()) << "token 1 (the maximum) is missing";
-  EXPECT_FALSE(TieRow(1, 2, 2).judged()) << "a repeated token";
-  EXPECT_FALSE(TieRow(1, 2, 6).judged()) << "padding where a candidate exists";
-  EXPECT_FALSE(TieRow(1, 2, 7).judged()) << "a token above V";
-
-  TieRow off_value(1, 2, 3);
-  off_value.set(1, 2, 2.0 + off_value.n + 1e-3);
-  EXPECT_FALSE(off_value.judged());
-
-  TieRow wrong_last(1, 2, 3);
-  wrong_last.set(3, 0, 1.0 + wrong_last.n);
-  EXPECT_FALSE(wrong_last.judged());
-
-  TieRow nan_value(1, 2, 3);
-  nan_value.set(0, 1, std::nan(""));
-  EXPECT_FALSE(nan_value.judged());
-}
-
-TEST(ValueClose, FollowsTheSpecTolerance) {
-  EXPECT_TRUE(value_close(kNaN, std::nan(""), 1));
-  EXPECT_FALSE(value_close(0.0f, std::nan(""), 1));
-  EXPECT_TRUE(value_close(-kInf, -double(kInf), 1));
-  EXPECT_FALSE(value_close(kInf, -double(kInf), 1));
-  EXPECT_FALSE(value_close(-3.0f, -double(kInf), 1));
-  EXPECT_TRUE(value_close(-1.0f + 9e-6f, -1.0, 1));
-  EXPECT_FALSE(value_close(-1.0f + 2e-5f, -1.0, 1));
-  EXPECT_TRUE(value_close(-1.0f + 2e-5f, -1.0, 10)) << "atol scales with max(1, |m|)";
-}
 
 }  // namespace
 }  // namespace logprobs::hand

@@ -15,8 +15,8 @@
 #include <functional>
 #include <string>
 
-#include "comparator.hpp"
-#include "generators.hpp"
+#include "fuzz/generators.hpp"
+#include "harness/comparator.hpp"
 
 namespace logprobs {
 namespace {
@@ -30,8 +30,6 @@ std::vector<const Backend*> available_backends() {
     if (b->availability().available) out.push_back(b);
   return out;
 }
-
-const Backend& reference() { return *find_backend("reference"); }
 
 std::string describe(const Backend& backend, int levels, const Verdict& v) {
   std::string s = std::string(backend.name()) + " at levels " + std::to_string(levels) + ": " +
@@ -48,16 +46,8 @@ int draw_levels(const BatchData& batch) {
   return *rc::gen::resize(100, rc::gen::inRange(0, highest + 1));
 }
 
-bool same_row_bits(const ResultData& a, std::uint64_t row_a, const ResultData& b, std::uint64_t row_b) {
-  if (a.width != b.width) return false;
-  const std::uint64_t w = a.width;
-  return std::equal(a.lp_tokens.begin() + row_a * w, a.lp_tokens.begin() + (row_a + 1) * w,
-                    b.lp_tokens.begin() + row_b * w) &&
-         std::memcmp(&a.lp_logits[row_a * w], &b.lp_logits[row_b * w], w * sizeof(float)) == 0;
-}
-
 void check_agreement(const BatchData& batch, int levels) {
-  const ResultData want = run_backend(reference(), batch, levels);
+  const ResultData want = run_backend(reference_backend(), batch, levels);
   for (const Backend* backend : available_backends()) {
     const Verdict v = compare_result(batch, levels, want, run_backend(*backend, batch, levels));
     if (!v.ok()) RC_FAIL(describe(*backend, levels, v));
@@ -82,7 +72,7 @@ TEST(Properties, EveryBackendAgreesAtEveryLevel) {
     for (std::uint64_t seed = 0; seed < 2; ++seed) {
       const auto generator = gen::batch(kOffsets[(levels + seed) % 3], kValues[(levels + seed) % 7]);
       const BatchData batch = generator(rc::Random(100 * levels + seed), 30).value();
-      const ResultData want = run_backend(reference(), batch, levels);
+      const ResultData want = run_backend(reference_backend(), batch, levels);
       for (const Backend* backend : available_backends()) {
         const Verdict v = compare_result(batch, levels, want, run_backend(*backend, batch, levels));
         EXPECT_TRUE(v.ok()) << (v.ok() ? "" : describe(*backend, levels, v));
@@ -97,14 +87,6 @@ BatchData shifted(const BatchData& batch, float c) {
   BatchData out = batch;
   for (float& x : out.logits) x += c;
   return out;
-}
-
-// m of SPEC §2 over the finite logits (0 if none), the scale of the comparator's atol.
-float finite_max(std::span<const float> x) {
-  float m = -INFINITY;
-  for (const float v : x)
-    if (std::isfinite(v)) m = std::max(m, v);
-  return std::isfinite(m) ? m : 0.0f;
 }
 
 float largest_finite_magnitude(std::span<const float> x) {
@@ -133,7 +115,7 @@ RC_GTEST_PROP(Properties, ShiftingARowLeavesItsLogProbabilities, ()) {
     const ResultData after = run_backend(*backend, moved, levels);
     for (const RowTask& task : plan_rows(batch.view())) {
       const auto x = batch.view().logit_row(task.logit_row);
-      const double m = finite_max(x);
+      const double m = largest_finite_logit(x);
       const double rounding = 2 * ulp_f32(largest_finite_magnitude(x) + std::fabs(c));
       std::vector<float> want = sorted_top_values(before, task.output_row, k);
       std::vector<float> got = sorted_top_values(after, task.output_row, k);
@@ -188,7 +170,7 @@ RC_GTEST_PROP(Properties, TopValuesSumToOneWhenKCoversTheVocab, ()) {
       const bool finite_normalizer = std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v) || v == INFINITY; }) &&
                                      std::any_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
       if (!finite_normalizer) continue;  // SPEC §3: every value NaN
-      const double m = finite_max(x);
+      const double m = largest_finite_logit(x);
       double sum = 0, allowed = 0;
       for (std::uint32_t slot = 0; slot < k; ++slot) {
         if (r.token(task.output_row, slot) == vocab) continue;
@@ -203,19 +185,6 @@ RC_GTEST_PROP(Properties, TopValuesSumToOneWhenKCoversTheVocab, ()) {
   }
 }
 
-// The batch with just logit row `task.logit_row`, evaluated for `task.token`.
-BatchData alone(const BatchData& batch, const RowTask& task) {
-  BatchData one;
-  one.vocab = one.row_stride = batch.vocab;
-  one.rows = 1;
-  const auto x = batch.view().logit_row(task.logit_row);
-  one.logits.assign(x.begin(), x.end());
-  one.sampled_tokens = {task.token};
-  one.logit_row_offsets = one.lp_output_offsets = {0, 1};
-  one.token_row_offsets = {0, 0};
-  return one;
-}
-
 RC_GTEST_PROP(Properties, ARowsBitsDoNotDependOnTheRestOfTheBatch, ()) {
   const BatchData batch = *gen::batch();
   const int levels = draw_levels(batch);
@@ -227,7 +196,8 @@ RC_GTEST_PROP(Properties, ARowsBitsDoNotDependOnTheRestOfTheBatch, ()) {
   for (const Backend* backend : available_backends()) {
     const ResultData whole = run_backend(*backend, batch, levels);
     for (const RowTask& task : picked) {
-      const ResultData single = run_backend(*backend, alone(batch, task), levels);
+      const ResultData single =
+          run_backend(*backend, single_row_batch(batch.view().logit_row(task.logit_row), task.token), levels);
       if (!same_row_bits(whole, task.output_row, single, 0))
         RC_FAIL(std::string(backend->name()) + ": output row " + std::to_string(task.output_row) +
                 " differs in bits when computed alone");

@@ -3,7 +3,7 @@
 #include <set>
 #include <string_view>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs {
 namespace {
@@ -11,7 +11,8 @@ namespace {
 TEST(Registry, ListsReferenceFirstAndFindsByName) {
   const auto all = all_backends();
   ASSERT_GE(all.size(), 2u);
-  EXPECT_EQ(all[0]->name(), "reference");
+  EXPECT_EQ(all[0]->name(), kReferenceName);
+  EXPECT_EQ(&reference_backend(), all[0]);
   EXPECT_EQ(find_backend("max"), all[1]);
   EXPECT_EQ(find_backend("no-such-backend"), nullptr);
   for (const Backend* b : all) EXPECT_FALSE(b->description().empty()) << b->name();
@@ -29,7 +30,7 @@ TEST(Registry, NamesAreUniqueAndVariantsNameARegisteredBackend) {
 }
 
 TEST(Registry, ReferenceAndMaxAvailableEverywhere) {
-  EXPECT_TRUE(find_backend("reference")->availability().available);
+  EXPECT_TRUE(reference_backend().availability().available);
   EXPECT_TRUE(find_backend("max")->availability().available);
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "batch_data.hpp"
+#include "harness/batch_data.hpp"
 
 namespace logprobs {
 namespace {

@@ -1,5 +1,5 @@
 // The batch- and result-file loaders on arbitrary bytes. They may only return or throw
-// BatchFileError: never crash, read out of bounds, hang, or allocate more than the file could
+// FileError: never crash, read out of bounds, hang, or allocate more than the file could
 // hold (ci/fuzz caps memory with -rss_limit_mb). A batch the loader accepts goes on through
 // validate_batch, and a valid one through every host backend, as `logprobs-check run` would.
 #include <sys/mman.h>
@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "batch_file.hpp"
-#include "host_backends.hpp"
+#include "harness/batch_file.hpp"
+#include "harness/host_backends.hpp"
 
 namespace {
 
@@ -37,12 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const MemoryFile file(data, size);
   try {
     read_result_file(file.path());
-  } catch (const BatchFileError&) {
+  } catch (const FileError&) {
   }
   BatchFile loaded;
   try {
     loaded = read_batch_file(file.path());
-  } catch (const BatchFileError&) {
+  } catch (const FileError&) {
     return 0;
   }
   const int levels = loaded.levels.value_or(3);

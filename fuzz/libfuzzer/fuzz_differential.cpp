@@ -12,9 +12,9 @@
 #include <limits>
 #include <random>
 
-#include "batch_data.hpp"
-#include "comparator.hpp"
-#include "host_backends.hpp"
+#include "harness/batch_data.hpp"
+#include "harness/comparator.hpp"
+#include "harness/host_backends.hpp"
 
 namespace logprobs::fuzz {
 namespace {
@@ -133,9 +133,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace logprobs;
   FuzzedDataProvider in(data, size);
   const fuzz::Case c = fuzz::case_from(in);
-  const ResultData reference = run_backend(*find_backend("reference"), c.batch, c.levels);
+  const ResultData reference = run_backend(reference_backend(), c.batch, c.levels);
   for (const Backend* backend : available_host_backends()) {
-    const ResultData got = backend->name() == "reference" ? reference : run_backend(*backend, c.batch, c.levels);
+    const ResultData got = backend->name() == kReferenceName ? reference : run_backend(*backend, c.batch, c.levels);
     const Verdict verdict = compare_result(c.batch, c.levels, reference, got);
     if (!verdict.ok()) fuzz::report_and_abort(c, backend->name(), verdict.violations);
   }

@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "batch_data.hpp"
-#include "host_backends.hpp"
+#include "harness/batch_data.hpp"
+#include "harness/host_backends.hpp"
 
 namespace logprobs::fuzz {
 namespace {

@@ -50,4 +50,10 @@ std::span<const Backend* const> all_backends();
 // The backend with that name, or nullptr.
 const Backend* find_backend(std::string_view name);
 
+// The name of the reference backend (reference/reference.cpp), the judge of SPEC §5.
+inline constexpr std::string_view kReferenceName = "reference";
+
+// The reference backend; throws std::logic_error in a build without one.
+const Backend& reference_backend();
+
 }  // namespace logprobs

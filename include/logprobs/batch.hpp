@@ -39,6 +39,10 @@ struct LogprobsOutput {
   std::span<std::uint32_t> lp_tokens;
   std::uint64_t rows = 0;
   std::uint64_t width = 0;
+
+  // The `width` slots of output row `row`.
+  float* row_values(std::uint64_t row) const { return lp_logits.data() + row * width; }
+  std::uint32_t* row_tokens(std::uint64_t row) const { return lp_tokens.data() + row * width; }
 };
 
 // What one output row reads (SPEC §2 steps 1-4).

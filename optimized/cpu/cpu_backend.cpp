@@ -62,8 +62,8 @@ double normalizer(const ChunkStats* chunks, std::uint64_t count) {
 // Writes one output row from the row's compacted buffer (<= K entries, token order).
 void write_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, double n,
                const CandidateBuffer& top, const LogprobsOutput& out) {
-  float* values = out.lp_logits.data() + task.output_row * out.width;
-  std::uint32_t* tokens = out.lp_tokens.data() + task.output_row * out.width;
+  float* values = out.row_values(task.output_row);
+  std::uint32_t* tokens = out.row_tokens(task.output_row);
   const std::uint64_t found = std::min<std::uint64_t>(top.size(), k);
   for (std::uint64_t slot = 0; slot < found; ++slot) {
     tokens[slot] = top.tokens()[slot];

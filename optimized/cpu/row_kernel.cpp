@@ -20,7 +20,7 @@
 //      ref = -inf; the row combination turns all three into a NaN normalizer.
 //
 // Exp error: at most 2 f32 ulp relative over [-86, 64] (softmax_exp-inl.h; tested in
-// tests/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
+// optimized/cpu/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
 // accumulated per lane in f32 (at most 2^14 / lanes terms per chunk) and combined across lanes
 // and chunks in double; log is taken once per row in double (std::log: one call per row needs no
 // SIMD). The f32 part is summed in groups of blocks (kGroupBlocks), so its rounding chain stays

@@ -15,7 +15,7 @@
 //   - 2^n added to the exponent bits as n << 23. For x in [kExpFloor, 64], n is in [-124, 93] and
 //     the result's exponent stays normal, so the integer add is exact.
 //
-// Error bound, tested on every target in tests/test_cpu_backend.cpp against std::exp in double:
+// Error bound, tested on every target in optimized/cpu/test_cpu_backend.cpp against std::exp in double:
 // at most 2 f32 ulp relative over [kExpFloor, 64]. Out of range: 0 for x < kExpFloor, for -inf
 // and for NaN (the kernel records NaN and +inf itself, SPEC §3); x > 64 never occurs.
 

@@ -1,8 +1,8 @@
 // The pure logic of the CUDA backend, shared by the kernels (nvcc) and the CPU tests (g++):
 // the row split fixed by V, the combine of partial (max, sum-exp) pairs, the candidate rule and
 // radix keys, the radix-select state machine, emit positions, the output-row mapping and the
-// launch plan. Nothing here touches the CUDA runtime, so tests/test_cuda_host_logic.cpp checks
-// every rule the kernels apply without a GPU.
+// launch plan. Nothing here touches the CUDA runtime, so test_cuda_plan.cpp and
+// test_cuda_kernel_model.cpp check every rule the kernels apply without a GPU.
 #pragma once
 
 #include <cstdint>

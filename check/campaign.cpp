@@ -9,13 +9,9 @@
 #include <set>
 #include <utility>
 
-#include "batch_file.hpp"
-#include "generators.hpp"
+#include "fuzz/generators.hpp"
 #include "hand_cases.hpp"
-
-#ifndef LOGPROBS_VERSION
-#define LOGPROBS_VERSION "unknown"
-#endif
+#include "harness/batch_file.hpp"
 
 namespace logprobs {
 namespace {
@@ -23,12 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-const Backend& reference_backend() {
-  const Backend* reference = find_backend("reference");
-  if (reference == nullptr) throw std::logic_error("the reference backend is not registered");
-  return *reference;
-}
 
 // RapidCheck sizes run 0..100; cycling through them mixes small cases (quick, readable) with
 // large ones (real vocab sizes, many items).
@@ -58,7 +48,8 @@ class Campaign {
 
   CampaignReport run() {
     for (const HandCase& hand : hand_cases()) {
-      run_case(hand.batch, [&] { return "hand case '" + hand.name + "'"; }, std::nullopt);
+      run_case(
+          hand.batch, [&] { return "hand case '" + hand.name + "'"; }, std::nullopt);
       ++report_.hand_cases;
       show_progress(false);
     }
@@ -133,17 +124,17 @@ class Campaign {
       }
     }
     std::filesystem::create_directories(options_.counterexample_dir);
-    file.path = options_.counterexample_dir /
-                fmt::format("counterexample-{}-levels{}-{}.safetensors", file_safe(file.backend), levels,
-                            report_.counterexamples.size());
+    file.path =
+        options_.counterexample_dir / fmt::format("counterexample-{}-levels{}-{}.safetensors", file_safe(file.backend),
+                                                  levels, report_.counterexamples.size());
     write_batch_file(file.path, smallest, levels, {{"origin", origin}, {"backend", file.backend}});
-    file.replay_command = fmt::format("{} compare --input {} --levels {} --backends {}", options_.program,
-                                      file.path.string(), levels, file.backend);
+    file.replay_command = fmt::format("{} compare --input {} --levels {} --backends {}{}", options_.program,
+                                      file.path.string(), levels, file.backend, tolerance_flags(options_.tolerance));
 
     // Replay from the file, as the printed command will: the file drops any row stride > V.
     const BatchData replayed = read_batch_file(file.path).batch;
-    const BackendOutcome outcome =
-        judge_backend(backend, replayed, levels, run_backend(reference_backend(), replayed, levels), options_.tolerance);
+    const BackendOutcome outcome = judge_backend(
+        backend, replayed, levels, run_backend(reference_backend(), replayed, levels), options_.tolerance);
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
     for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < 5; ++i)
@@ -170,7 +161,7 @@ class Campaign {
     last_progress_ = now;
     progress_shown_ = true;
     fmt::print(stderr, "\r\033[K{:6.1f} s / {:g} s  {} hand + {} random cases  {} failures", now,
-               options_.time_budget_s, report_.hand_cases, report_.random_cases, report_.failures());
+               options_.time_budget_s, report_.hand_cases, report_.random_cases, total_failures(report_.cells));
     std::fflush(stderr);
   }
 
@@ -183,91 +174,9 @@ class Campaign {
   double last_progress_ = 0;
 };
 
-std::string format_error(double value) { return value == 0 ? "0" : fmt::format("{:.3g}", value); }
-
 }  // namespace
 
-BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, int levels, const ResultData& reference,
-                             const Tolerance& tolerance) {
-  BackendOutcome outcome;
-  ResultData got;
-  const auto start = Clock::now();
-  try {
-    got = run_backend(backend, batch, levels);
-  } catch (const std::exception& e) {
-    outcome.seconds = seconds_since(start);
-    outcome.error = e.what();
-    return outcome;
-  }
-  outcome.seconds = seconds_since(start);
-  outcome.verdict = compare_result(batch, levels, reference, got, tolerance);
-  return outcome;
-}
-
-void CellSummary::add(const BackendOutcome& outcome) {
-  ++cases;
-  if (!outcome.ok()) ++failures;
-  stats.merge(outcome.verdict.stats);
-  seconds += outcome.seconds;
-}
-
-std::uint64_t CampaignReport::failures() const {
-  std::uint64_t total = 0;
-  for (const CellSummary& c : cells) total += c.failures;
-  return total;
-}
-
 CampaignReport run_campaign(const CampaignOptions& options, std::ostream& log) { return Campaign(options, log).run(); }
-
-void print_table(std::ostream& os, std::span<const CellSummary> cells) {
-  std::size_t name_width = 7;
-  for (const CellSummary& c : cells) name_width = std::max(name_width, c.backend.size());
-  fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9}\n", "backend", name_width,
-             "levels", "cases", "rows", "max abs err", "max ulp err", "tol used", "failures", "backend s");
-  for (const CellSummary& c : cells)
-    fmt::print(os, "{:<{}}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9.3f}\n", c.backend, name_width,
-               c.levels, c.cases, c.stats.rows, format_error(c.stats.max_abs_error),
-               format_error(c.stats.max_ulp_error), format_error(c.stats.max_tolerance_used), c.failures, c.seconds);
-}
-
-nlohmann::json to_json(const CellSummary& cell) {
-  return {{"backend", cell.backend},
-          {"levels", cell.levels},
-          {"cases", cell.cases},
-          {"rows", cell.stats.rows},
-          {"values", cell.stats.values},
-          {"max_abs_error", cell.stats.max_abs_error},
-          {"max_ulp_error", cell.stats.max_ulp_error},
-          {"max_tolerance_used", cell.stats.max_tolerance_used},
-          {"failures", cell.failures},
-          {"seconds", cell.seconds}};
-}
-
-nlohmann::json to_json(const CounterexampleFile& file) {
-  return {{"backend", file.backend},
-          {"levels", file.levels},
-          {"origin", file.origin},
-          {"file", file.path.string()},
-          {"replay", file.replay_command},
-          {"shrink_steps", file.shrink_steps},
-          {"violations", file.first_violations},
-          {"reproduces", file.reproduces}};
-}
-
-nlohmann::json report_metadata(const Tolerance& tolerance) {
-  nlohmann::json backends = nlohmann::json::array();
-  for (const Backend* b : all_backends()) {
-    const Availability a = b->availability();
-    backends.push_back({{"name", b->name()},
-                        {"description", b->description()},
-                        {"available", a.available},
-                        {"reason", a.reason}});
-  }
-  return {{"tool", "logprobs-check"},
-          {"version", LOGPROBS_VERSION},
-          {"tolerance", {{"atol", tolerance.atol}, {"ulps", tolerance.ulps}, {"summation", tolerance.summation}}},
-          {"backends", backends}};
-}
 
 std::uint64_t case_seed(std::uint64_t seed, std::uint64_t index) {
   // splitmix64 of seed + index: neighbouring indices give unrelated seeds.

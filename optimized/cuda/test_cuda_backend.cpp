@@ -1,5 +1,5 @@
 // The `cuda` backend on a device: agreement with the input and the reference (SPEC §5, judged by
-// tests/cuda_spec_checker.hpp), determinism and batch invariance (SPEC §6). Every test that
+// the harness's comparator), determinism and batch invariance (SPEC §6). Every test that
 // needs a GPU skips with the reason when none is present; the host-side checks (argument
 // errors, validation before any copy, the availability reason) run everywhere.
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "batch_data.hpp"
-#include "cuda_spec_checker.hpp"
+#include "harness/judge.hpp"
 #include "logprobs_cuda.hpp"
+#include "tests/verdict_assertion.hpp"
 
 namespace logprobs {
 namespace {
@@ -28,9 +28,9 @@ const Backend& cuda() {
   return *b;
 }
 
-#define SKIP_WITHOUT_DEVICE()                                                          \
-  do {                                                                                 \
-    const Availability a = cuda().availability();                                      \
+#define SKIP_WITHOUT_DEVICE()                                                        \
+  do {                                                                               \
+    const Availability a = cuda().availability();                                    \
     if (!a.available) GTEST_SKIP() << "backend cuda unavailable here: " << a.reason; \
   } while (0)
 
@@ -40,20 +40,40 @@ void fill_row(float* x, std::uint64_t vocab, Fill fill, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (std::uint64_t j = 0; j < vocab; ++j) {
     switch (fill) {
-      case Fill::Normal: x[j] = normal(rng); break;
-      case Fill::Ties: x[j] = std::round(normal(rng) * 2) / 2; break;
-      case Fill::Ascending: x[j] = float(j) * 1e-4f; break;
-      case Fill::Masked: x[j] = rng() % 3 == 0 ? normal(rng) : -kInf; break;
-      case Fill::Constant: x[j] = -1.25f; break;
-      case Fill::Large: x[j] = normal(rng) * 3000.0f; break;
-      case Fill::Special: x[j] = normal(rng); break;
+      case Fill::Normal:
+        x[j] = normal(rng);
+        break;
+      case Fill::Ties:
+        x[j] = std::round(normal(rng) * 2) / 2;
+        break;
+      case Fill::Ascending:
+        x[j] = float(j) * 1e-4f;
+        break;
+      case Fill::Masked:
+        x[j] = rng() % 3 == 0 ? normal(rng) : -kInf;
+        break;
+      case Fill::Constant:
+        x[j] = -1.25f;
+        break;
+      case Fill::Large:
+        x[j] = normal(rng) * 3000.0f;
+        break;
+      case Fill::Special:
+        x[j] = normal(rng);
+        break;
     }
   }
   if (fill == Fill::Special) {
     switch (rng() % 3) {
-      case 0: x[rng() % vocab] = kNaN; break;
-      case 1: x[rng() % vocab] = kInf; break;
-      default: for (std::uint64_t j = 0; j < vocab; ++j) x[j] = -kInf; break;
+      case 0:
+        x[rng() % vocab] = kNaN;
+        break;
+      case 1:
+        x[rng() % vocab] = kInf;
+        break;
+      default:
+        for (std::uint64_t j = 0; j < vocab; ++j) x[j] = -kInf;
+        break;
     }
   }
 }
@@ -83,15 +103,7 @@ BatchData make_batch(std::uint64_t vocab, std::uint64_t stride, const std::vecto
 }
 
 void expect_agrees(const BatchData& batch, int levels, const ResultData& got, const std::string& where) {
-  const std::uint32_t k = top_k(levels);
-  ASSERT_EQ(got.width, k + 1u);
-  for (const RowTask& task : plan_rows(batch.view())) {
-    const float* x = batch.logits.data() + task.logit_row * batch.row_stride;
-    const std::string error =
-        spec_check::check_row(x, batch.vocab, task.token, k, got.lp_logits.data() + task.output_row * got.width,
-                              got.lp_tokens.data() + task.output_row * got.width);
-    ASSERT_TRUE(error.empty()) << where << ", output row " << task.output_row << ": " << error;
-  }
+  ASSERT_TRUE(testing_support::agrees(judge_against_reference(batch, levels, got))) << where;
 }
 
 // ---- Everywhere ---------------------------------------------------------------------------
@@ -140,11 +152,11 @@ struct Shape {
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {
       {1, 1, {3}, {3}},
-      {37, 41, {2, 0, 4}, {1, 0, 4}},            // odd stride: the scalar load path
+      {37, 41, {2, 0, 4}, {1, 0, 4}},  // odd stride: the scalar load path
       {1000, 1000, {5, 3}, {5, 2}},
-      {8193, 8195, {2, 1}, {2, 1}},              // two chunks, misaligned rows
+      {8193, 8195, {2, 1}, {2, 1}},  // two chunks, misaligned rows
       {20000, 20000, {1, 2}, {1, 2}},
-      {128256, 128256, {1}, {1}},                // decode: one row split over 16 CTAs
+      {128256, 128256, {1}, {1}},  // decode: one row split over 16 CTAs
       {128256, 128257, {3}, {3}},
   };
   return all;
@@ -154,8 +166,8 @@ TEST(CudaDevice, AgreesWithTheReferenceOnRandomAndSpecialBatches) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(2024);
   for (const Shape& s : shapes()) {
-    for (Fill fill : {Fill::Normal, Fill::Ties, Fill::Ascending, Fill::Masked, Fill::Constant, Fill::Large,
-                      Fill::Special}) {
+    for (Fill fill :
+         {Fill::Normal, Fill::Ties, Fill::Ascending, Fill::Masked, Fill::Constant, Fill::Large, Fill::Special}) {
       const BatchData batch = make_batch(s.vocab, s.stride, s.logit_rows, s.outputs, fill, rng);
       for (int levels : {0, 1, 3, 8, 9, 12, 16}) {
         const ResultData got = run_backend(cuda(), batch, levels);
@@ -171,8 +183,8 @@ TEST(CudaDevice, AgreesWithTheReferenceOnRandomAndSpecialBatches) {
 TEST(CudaDevice, MatchesTheReferenceValuesOnALargeBatch) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(5);
-  const BatchData batch = make_batch(32000, 32000, std::vector<std::uint32_t>(16, 4),
-                                     std::vector<std::uint32_t>(16, 4), Fill::Normal, rng);
+  const BatchData batch =
+      make_batch(32000, 32000, std::vector<std::uint32_t>(16, 4), std::vector<std::uint32_t>(16, 4), Fill::Normal, rng);
   for (int levels : {2, 8}) expect_agrees(batch, levels, run_backend(cuda(), batch, levels), "64 x 32000");
 }
 
@@ -198,21 +210,9 @@ TEST(CudaDevice, BatchInvariant) {
     for (int levels : {0, 3, 8, 10}) {
       const ResultData together = run_backend(cuda(), big, levels);
       for (const RowTask& task : plan_rows(big.view())) {
-        BatchData alone;
-        alone.vocab = vocab;
-        alone.row_stride = vocab;
-        alone.rows = 1;
-        alone.logits.assign(big.logits.begin() + std::ptrdiff_t(task.logit_row * big.row_stride),
-                            big.logits.begin() + std::ptrdiff_t(task.logit_row * big.row_stride + vocab));
-        alone.sampled_tokens = {task.token};
-        alone.logit_row_offsets = {0, 1};
-        alone.token_row_offsets = {0, 0};
-        alone.lp_output_offsets = {0, 1};
-        const ResultData single = run_backend(cuda(), alone, levels);
-        const std::size_t w = together.width;
-        ASSERT_EQ(std::memcmp(single.lp_logits.data(), together.lp_logits.data() + task.output_row * w, w * 4), 0)
-            << "V " << vocab << " levels " << levels << " row " << task.output_row;
-        ASSERT_EQ(std::memcmp(single.lp_tokens.data(), together.lp_tokens.data() + task.output_row * w, w * 4), 0)
+        const ResultData single =
+            run_backend(cuda(), single_row_batch(big.view().logit_row(task.logit_row), task.token), levels);
+        ASSERT_TRUE(same_row_bits(single, 0, together, task.output_row))
             << "V " << vocab << " levels " << levels << " row " << task.output_row;
       }
     }

@@ -55,13 +55,15 @@ std::vector<HandCase> hand_cases() {
   std::vector<HandCase> cases;
   const auto add = [&](std::string name, BatchData batch) { cases.push_back({std::move(name), std::move(batch)}); };
 
-  add("no-echo, distinct finite values", no_echo(6, {{0.5f, -1.f, 2.f, 1.5f, -3.f, 0.f}, {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}},
-                                                 {2, 0}));
+  add("no-echo, distinct finite values",
+      no_echo(6, {{0.5f, -1.f, 2.f, 1.5f, -3.f, 0.f}, {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}}, {2, 0}));
   add("echo, two items of 3 and 2 positions",
-      echo(5, {{{0.f, 1.f, 2.f, 3.f, 4.f}, {4.f, 3.f, 2.f, 1.f, 0.f}, {1.f, -1.f, 1.f, -1.f, 1.f}},
-               {{-2.f, 0.f, 2.f, 0.f, -2.f}, {3.f, 3.f, 1.f, 2.f, 0.f}}},
+      echo(5,
+           {{{0.f, 1.f, 2.f, 3.f, 4.f}, {4.f, 3.f, 2.f, 1.f, 0.f}, {1.f, -1.f, 1.f, -1.f, 1.f}},
+            {{-2.f, 0.f, 2.f, 0.f, -2.f}, {3.f, 3.f, 1.f, 2.f, 0.f}}},
            {{1, 4, 0}, {3, 2}}, {2, 1}));
-  add("ties: constant row and repeated values", no_echo(8, {Row(8, 0.25f), {1.f, 1.f, 2.f, 2.f, 2.f, 0.f, 1.f, 0.f}}, {7, 3}));
+  add("ties: constant row and repeated values",
+      no_echo(8, {Row(8, 0.25f), {1.f, 1.f, 2.f, 2.f, 2.f, 0.f, 1.f, 0.f}}, {7, 3}));
   add("padding: V = 3, fewer candidates than K", no_echo(3, {{-1.f, 0.f, 1.f}}, {1}));
   add("V = 1", no_echo(1, {{0.75f}, {-2.f}}, {0, 0}));
   add("masked -inf entries, evaluated token masked",

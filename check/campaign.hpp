@@ -1,0 +1,49 @@
+// The campaign: every backend under test against the reference at several levels, on the hand
+// cases and then on random batches for a time budget, each failure shrunk and written as a file
+// with the command that replays it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "report.hpp"
+
+namespace logprobs {
+
+// The levels a campaign covers unless told otherwise: each K = 2^levels - 1 regime (none, one,
+// a few, a heap that spills registers, thousands, the SPEC's maximum).
+inline const std::vector<int> kCampaignLevels = {0, 1, 2, 3, 5, 8, 12, 16};
+
+struct CampaignOptions {
+  std::vector<const Backend*> backends;  // under test, each judged against the reference
+  std::vector<int> levels = kCampaignLevels;
+  double time_budget_s = 60;               // for the random cases; the hand cases always run
+  std::optional<std::uint64_t> max_cases;  // random cases at most
+  std::uint64_t seed = 0;
+  Tolerance tolerance;
+  std::filesystem::path counterexample_dir = ".";
+  int max_counterexamples = 4;  // files written at most (the first failure of each backend and levels)
+  int max_shrink_tries = 2000;
+  std::string program = "logprobs-check";  // how the replay command names this tool
+  bool progress = false;                   // a progress line on stderr (for a terminal)
+};
+
+struct CampaignReport {
+  std::vector<CellSummary> cells;  // backend by backend, levels in the options' order
+  std::uint64_t hand_cases = 0;
+  std::uint64_t random_cases = 0;
+  double elapsed_s = 0;
+  std::vector<CounterexampleFile> counterexamples;
+};
+
+// Runs the campaign. Writes a line per counterexample to `log` as it is found.
+CampaignReport run_campaign(const CampaignOptions& options, std::ostream& log);
+
+// The seed of random case `index` of a campaign with `seed`.
+std::uint64_t case_seed(std::uint64_t seed, std::uint64_t index);
+
+}  // namespace logprobs

@@ -1,0 +1,56 @@
+// The subcommands of logprobs-check, each given its parsed and checked arguments; each returns
+// the exit status (SPEC-facing verdicts: kAgree, kDisagree) or throws (UsageError, FileError,
+// InvalidBatch: exit kBadInput).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "campaign.hpp"
+
+namespace logprobs::cli {
+
+inline constexpr int kAgree = 0;
+inline constexpr int kDisagree = 1;
+inline constexpr int kBadInput = 2;
+
+// Bad usage found after parsing (an unknown backend, levels missing): exit 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CampaignArgs {
+  double time_s = 60;
+  std::uint64_t cases = 0;            // 0: no cap
+  std::optional<std::uint64_t> seed;  // none: a fresh one, printed
+  std::vector<int> levels = kCampaignLevels;
+  std::vector<std::string> backends;  // none: every available one but the reference
+  std::string json;
+  std::string out_dir = ".";
+  Tolerance tolerance;
+  std::string program = "logprobs-check";
+};
+
+struct FileArgs {
+  std::string input;
+  std::string result;
+  std::string output;
+  std::string backend;
+  std::optional<int> levels;
+  std::vector<std::string> backends;
+  std::string json;
+  std::size_t max_violations = 20;
+  Tolerance tolerance;
+};
+
+int campaign_command(const CampaignArgs& args);
+int run_command(const FileArgs& args);
+int verify_command(const FileArgs& args);
+int compare_command(const FileArgs& args);
+int backends_command();
+
+}  // namespace logprobs::cli

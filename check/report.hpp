@@ -1,0 +1,59 @@
+// The one report of logprobs-check: what each backend did at each levels, as a table on the
+// terminal and as a JSON document, for `campaign`, `compare` and `verify` alike; and the flags a
+// replay line needs to reach the same verdict.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/judge.hpp"
+
+namespace logprobs {
+
+// What one backend (or one judged result file) did at one levels over one or many cases.
+struct CellSummary {
+  CellSummary(std::string backend_, int levels_) : backend(std::move(backend_)), levels(levels_) {}
+  std::string backend;
+  int levels = 0;
+  std::uint64_t cases = 0;
+  std::uint64_t failures = 0;  // cases with a violation or a thrown error
+  ErrorStats stats;
+  double seconds = 0;
+  void add(const BackendOutcome& outcome);
+};
+
+std::uint64_t total_failures(std::span<const CellSummary> cells);
+
+// A failing case, shrunk where it was random, written as a batch file that replays it.
+struct CounterexampleFile {
+  std::string backend;
+  int levels = 0;
+  std::string origin;  // the hand case's name, or the random case's index, seed and size
+  std::filesystem::path path;
+  std::string replay_command;
+  int shrink_steps = 0;
+  std::vector<std::string> first_violations;  // of the written case
+  bool reproduces = false;                    // the file, read back, still fails
+};
+
+// The table: backend, levels, cases, rows, largest absolute and ULP error, tolerance used,
+// failures, time.
+void print_table(std::ostream& os, std::span<const CellSummary> cells);
+
+// The report as JSON: the tool, its version, the tolerance, every backend of the build, the
+// command, one entry per cell and whether all passed. Callers add what is theirs (seed, input).
+nlohmann::json report_json(std::string_view command, const Tolerance& tolerance, std::span<const CellSummary> cells);
+nlohmann::json to_json(const CounterexampleFile& file);
+
+// The command-line flags that set every tolerance option differing from the default, each
+// value printed so that it reads back as the same double ("" when all are default).
+std::string tolerance_flags(const Tolerance& tolerance);
+
+}  // namespace logprobs

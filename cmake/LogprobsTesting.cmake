@@ -1,0 +1,27 @@
+# logprobs_add_test(NAME SOURCES... [LIBRARIES lib...] [LABELS label...])
+#
+# One GoogleTest executable whose tests ctest discovers. It links the judging library (and
+# through it the registry of every backend) and gtest_main, plus LIBRARIES; LABELS select tests
+# for a run (the ThreadSanitizer job runs `ctest -L concurrency`). Backend folders call it for
+# the tests beside their code, so a backend with tests touches only its folder. A no-op when
+# LOGPROBS_BUILD_TESTS is off.
+if(LOGPROBS_BUILD_TESTS)
+  enable_testing()
+  find_package(GTest REQUIRED CONFIG)
+  include(GoogleTest)
+endif()
+
+function(logprobs_add_test name)
+  if(NOT LOGPROBS_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LIBRARIES;LABELS")
+  add_executable(${name} ${arg_UNPARSED_ARGUMENTS})
+  target_link_libraries(${name} PRIVATE logprobs_harness GTest::gtest_main ${arg_LIBRARIES})
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
+  set(properties "")
+  if(arg_LABELS)
+    set(properties PROPERTIES LABELS "${arg_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 ${properties})
+endfunction()

@@ -1,0 +1,117 @@
+// The safetensors container: an 8-byte little-endian header length, a JSON header
+// {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then the raw
+// little-endian tensor bytes. Reading checks every size against the file before anything is
+// allocated; writing is atomic. Knows nothing of batches: batch_file.hpp maps SPEC §7 onto it.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace logprobs {
+
+// A file that is not a well-formed safetensors, batch or result file: a broken container, a
+// missing tensor, a wrong dtype or shape. Distinct from InvalidBatch, which says that well-formed
+// arrays break SPEC §4; the command treats both as invalid input (exit 2). The message starts
+// with the path.
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using FileMetadata = std::map<std::string, std::string>;
+
+// The byte size of one element of a safetensors dtype ("F32", "BF16", ...), or nothing for an
+// unknown dtype.
+std::optional<std::uint64_t> dtype_size(std::string_view dtype);
+
+// One tensor as the header describes it.
+struct TensorEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t begin = 0;  // byte offsets into the data section
+  std::uint64_t end = 0;
+};
+
+std::string shape_text(const std::vector<std::uint64_t>& shape);
+
+// An open safetensors file whose header has been checked against the file's size: every entry's
+// byte range lies inside the data section, matches its dtype and shape and overlaps no other, so
+// reading an entry allocates no more than the file holds.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::filesystem::path& path);
+
+  const FileMetadata& metadata() const { return metadata_; }
+  const TensorEntry* find(std::string_view name) const;
+  // The entry, or a FileError naming it and what was expected of it.
+  const TensorEntry& entry(std::string_view name, std::string_view expected) const;
+  // A FileError unless the entry has one of `dtypes` and rank `rank`.
+  void expect(const TensorEntry& e, std::initializer_list<std::string_view> dtypes, std::size_t rank,
+              std::string_view expected) const;
+
+  template <typename T>
+  std::vector<T> read_as(const TensorEntry& e) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const std::uint64_t bytes = e.end - e.begin;  // == product(shape) * dtype size, checked in the header
+    std::vector<T> values(bytes / sizeof(T));
+    read_exact(data_start_ + e.begin, values.data(), bytes);
+    return values;
+  }
+
+  // Throws FileError with the path, then the message.
+  template <typename... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
+    fail_with(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+ private:
+  [[noreturn]] void fail_with(const std::string& message) const;
+  void read_exact(std::uint64_t offset, void* into, std::uint64_t bytes);
+
+  std::filesystem::path path_;
+  std::ifstream in_;
+  std::uint64_t data_start_ = 0;
+  std::uint64_t data_size_ = 0;
+  std::vector<TensorEntry> entries_;
+  FileMetadata metadata_;
+};
+
+// A tensor to write: `data` is exactly product(shape) * dtype size little-endian bytes, viewed
+// (the caller keeps it alive while write_safetensors runs).
+struct SafetensorsTensor {
+  std::string name;
+  std::string dtype;  // "F32", "U32", "BF16", "F16", ...
+  std::vector<std::uint64_t> shape;
+  std::span<const std::byte> data;
+};
+
+template <typename T>
+SafetensorsTensor tensor_of(std::string name, std::string dtype, std::vector<std::uint64_t> shape,
+                            std::span<const T> values) {
+  return {std::move(name), std::move(dtype), std::move(shape), std::as_bytes(values)};
+}
+
+// Writes the tensors in order, atomically: under a temporary name in the same folder, then
+// renamed, so a reader never sees half a file. Throws FileError.
+void write_safetensors(const std::filesystem::path& path, std::span<const SafetensorsTensor> tensors,
+                       const FileMetadata& metadata);
+
+// Half-precision widening (exact: every bf16 and f16 value is an f32 value).
+float bf16_to_f32(std::uint16_t bits);
+float f16_to_f32(std::uint16_t bits);
+
+}  // namespace logprobs

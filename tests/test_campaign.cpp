@@ -1,0 +1,87 @@
+// The campaign (check/campaign.hpp) as a library: its hand cases, and its failure path with a
+// backend that has a planted bug: shrunk, written, replayable with the options that failed it.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "check/campaign.hpp"
+#include "check/hand_cases.hpp"
+#include "harness/batch_file.hpp"
+#include "temp_dir.hpp"
+
+namespace logprobs {
+namespace {
+
+using testing_support::temp_dir;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(HandCases, AreValidAtEveryLevels) {
+  for (const HandCase& hand : hand_cases())
+    for (int levels = 0; levels <= kMaxLevels; ++levels)
+      EXPECT_NO_THROW(validate_batch(hand.batch.view(), levels)) << hand.name << " at levels " << levels;
+}
+
+// Right except that any batch with 6 or more output rows gets its last value nudged: no hand
+// case has that many, so only random cases find it, and shrinking should stop near 6 rows.
+class PlantedBugBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "planted"; }
+  std::string_view description() const override { return "the reference, wrong on batches of >= 6 output rows"; }
+
+ protected:
+  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+    reference_backend().run(batch, levels, out);
+    if (out.rows >= 6) out.lp_logits[out.rows * out.width - 1] += 1.0f;
+  }
+};
+
+// The planted backend alone at levels 0, over at most 30 random cases from seed 11.
+CampaignReport run_planted(const Tolerance& tolerance, const std::string& folder, std::ostringstream& log) {
+  static const PlantedBugBackend planted;
+  CampaignOptions options;
+  options.backends = {&planted};
+  options.levels = {0};
+  options.max_cases = 30;
+  options.time_budget_s = 30;
+  options.seed = 11;
+  options.tolerance = tolerance;
+  options.counterexample_dir = temp_dir() / folder;
+  return run_campaign(options, log);
+}
+
+TEST(LogprobsCheckCampaign, FailureIsShrunkWrittenAndReplayable) {
+  std::ostringstream log;
+  const CampaignReport report = run_planted(Tolerance{}, "counterexamples", log);
+
+  ASSERT_GT(total_failures(report.cells), 0u) << "no random case had 6 output rows; " << log.str();
+  EXPECT_EQ(report.cells[0].failures, total_failures(report.cells));
+  ASSERT_EQ(report.counterexamples.size(), 1u);  // one file per (backend, levels)
+  const CounterexampleFile& file = report.counterexamples[0];
+  EXPECT_TRUE(contains(file.origin, "random case")) << file.origin;
+  EXPECT_TRUE(file.reproduces);
+  EXPECT_GT(file.shrink_steps, 0);
+  EXPECT_EQ(file.replay_command,
+            "logprobs-check compare --input " + file.path.string() + " --levels 0 --backends planted");
+  const BatchFile written = read_batch_file(file.path);
+  EXPECT_EQ(written.levels, 0);
+  EXPECT_GE(written.batch.view().output_rows(), 6u);
+  EXPECT_LE(written.batch.view().output_rows(), 8u) << "shrinking should come close to the 6 rows the bug needs";
+  EXPECT_TRUE(contains(log.str(), "replay: " + file.replay_command)) << log.str();
+}
+
+// The replay line reaches the campaign's verdict: it carries every tolerance option that
+// differs from the default (benchdnn's repro line), printed so that it reads back exactly.
+TEST(LogprobsCheckCampaign, ReplayLineCarriesTheToleranceOptions) {
+  std::ostringstream log;
+  const CampaignReport report = run_planted({.atol = 3e-6, .ulps = 2, .summation = 1}, "replay-tolerance", log);
+  ASSERT_EQ(report.counterexamples.size(), 1u) << log.str();
+  const std::string& replay = report.counterexamples[0].replay_command;
+  EXPECT_TRUE(contains(replay, " --atol 3e-06 --ulps 2")) << replay;
+  EXPECT_FALSE(contains(replay, "--summation")) << "the default is left out: " << replay;
+  EXPECT_EQ(tolerance_flags(Tolerance{}), "");
+}
+
+}  // namespace
+}  // namespace logprobs
