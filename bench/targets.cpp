@@ -18,10 +18,11 @@ std::vector<Target> all_targets(bool with_reference, bool with_variants) {
       continue;
     }
     targets.push_back({std::string(backend->name()),
-                       [backend](const BatchData& batch, int levels, int threads, ResultData& out) {
+                       [backend](const BatchData& batch, std::uint32_t k, int threads, ResultData& out) {
                          omp_set_num_threads(threads);
-                         backend->run(batch.view(), levels, out.view());
-                       }});
+                         backend->run(batch.view(), k, out.view());
+                       },
+                       tolerance_for(*backend, {})});
   }
 #ifdef LOGPROBS_BENCH_HAVE_TORCH
   targets.push_back(torch_peer());

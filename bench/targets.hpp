@@ -6,14 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "harness/batch_data.hpp"
+#include "harness/judge.hpp"
 
 namespace logprobs::bench {
 
 struct Target {
   std::string name;
-  // Computes the batch's outputs at `levels` with `threads` threads into `out` (shape [N, W]).
-  std::function<void(const BatchData& batch, int levels, int threads, ResultData& out)> run;
+  // Computes the batch's outputs at top-K width `k` with `threads` threads into `out` ([N, K + 1]).
+  std::function<void(const BatchData& batch, std::uint32_t k, int threads, ResultData& out)> run;
+  Tolerance tolerance;  // what --verify judges it by (SPEC §5: one f32 chain for the max port)
 };
 
 // Every available backend of logprobs::all_backends(), then the peers this build has. Only when

@@ -17,7 +17,7 @@ namespace logprobs::bench {
 
 namespace {
 
-void run_torch(const BatchData& batch, int levels, int threads, ResultData& out) {
+void run_torch(const BatchData& batch, std::uint32_t k, int threads, ResultData& out) {
   at::set_num_threads(threads);
   const auto rows = static_cast<std::int64_t>(batch.rows);
   const auto vocab = static_cast<std::int64_t>(batch.vocab);
@@ -32,7 +32,6 @@ void run_torch(const BatchData& batch, int levels, int threads, ResultData& out)
   const at::Tensor logprobs = at::log_softmax(logits, 1);
   const at::Tensor chosen = logprobs.gather(1, index).contiguous();
 
-  const std::uint64_t k = top_k(levels);
   const std::uint64_t width = out.width;
   const float* chosen_values = chosen.data_ptr<float>();
   for (std::uint64_t r = 0; r < batch.rows; ++r) {

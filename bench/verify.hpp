@@ -5,12 +5,13 @@
 
 #include <string>
 
-#include "harness/batch_data.hpp"
+#include "harness/comparator.hpp"
 
 namespace logprobs::bench {
 
-// An empty string when `out` agrees with the reference on `batch` at `levels` (SPEC §5); else
+// An empty string when `out` agrees with the reference on `batch` at top-K width `k` (SPEC §5); else
 // the first violation, naming the output row and slot, and how many there were.
-std::string check_outputs(const BatchData& batch, int levels, const ResultData& out);
+std::string check_outputs(const BatchData& batch, std::uint32_t k, const ResultData& out,
+                          const Tolerance& tolerance = {});
 
 }  // namespace logprobs::bench

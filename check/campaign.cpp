@@ -39,28 +39,37 @@ std::string file_safe(std::string text) {
   return text;
 }
 
+// Where a failing case came from: a hand case (written as it is) or a random one (shrunk from
+// its seed and size), and whether ranks were asked for.
+struct Origin {
+  std::string text;
+  std::optional<std::pair<std::uint64_t, int>> random;  // (case seed, size)
+  bool ranks = false;
+};
+
 class Campaign {
  public:
   Campaign(const CampaignOptions& options, std::ostream& log) : options_(options), log_(log), start_(Clock::now()) {
     for (const Backend* backend : options.backends)
-      for (int levels : options.levels) report_.cells.emplace_back(std::string(backend->name()), levels);
+      for (std::uint32_t k : options.ks) report_.cells.emplace_back(std::string(backend->name()), k);
   }
 
   CampaignReport run() {
+    // Hand cases with and without ranks; each random case asks for them or not by its seed.
     for (const HandCase& hand : hand_cases()) {
-      run_case(
-          hand.batch, [&] { return "hand case '" + hand.name + "'"; }, std::nullopt);
+      for (const bool ranks : {false, true})
+        run_case(hand.batch, {"hand case '" + hand.name + "'" + (ranks ? " with ranks" : ""), std::nullopt, ranks});
       ++report_.hand_cases;
       show_progress(false);
     }
     for (std::uint64_t index = 0; more_random_cases(index); ++index) {
       const std::uint64_t seed = case_seed(options_.seed, index);
       const int size = case_size(index);
-      const std::optional<BatchData> batch = draw_case(seed, size);
-      if (batch)
-        run_case(
-            *batch, [&] { return fmt::format("random case {} (case seed {}, size {})", index, seed, size); },
-            std::pair{seed, size});
+      const bool ranks = (seed >> 63) != 0;
+      if (const std::optional<BatchData> batch = draw_case(seed, size))
+        run_case(*batch, {fmt::format("random case {} (case seed {}, size {}{})", index, seed, size,
+                                      ranks ? ", with ranks" : ""),
+                          std::pair{seed, size}, ranks});
       ++report_.random_cases;
       show_progress(false);
     }
@@ -75,72 +84,71 @@ class Campaign {
     return seconds_since(start_) < options_.time_budget_s;
   }
 
-  CellSummary& cell(std::size_t backend_index, std::size_t levels_index) {
-    return report_.cells[backend_index * options_.levels.size() + levels_index];
+  CellSummary& cell(std::size_t backend_index, std::size_t k_index) {
+    return report_.cells[backend_index * options_.ks.size() + k_index];
   }
 
-  template <typename Origin>
-  void run_case(const BatchData& batch, const Origin& origin, std::optional<std::pair<std::uint64_t, int>> random) {
-    for (std::size_t l = 0; l < options_.levels.size(); ++l) {
-      const int levels = options_.levels[l];
+  void run_case(const BatchData& batch, const Origin& origin) {
+    for (std::size_t i = 0; i < options_.ks.size(); ++i) {
+      const std::uint32_t k = options_.ks[i];
       ResultData reference;
       try {
-        reference = run_backend(reference_backend(), batch, levels);
+        reference = run_backend(reference_backend(), batch, k);
       } catch (const InvalidBatch& e) {  // the cases are valid by construction; say whose bug it is
-        throw std::logic_error(fmt::format("{} is invalid at levels {}: {}", origin(), levels, e.what()));
+        throw std::logic_error(fmt::format("{} is invalid at K = {}: {}", origin.text, k, e.what()));
       }
       for (std::size_t b = 0; b < options_.backends.size(); ++b) {
         const Backend& backend = *options_.backends[b];
-        const BackendOutcome outcome = judge_backend(backend, batch, levels, reference, options_.tolerance);
-        cell(b, l).add(outcome);
-        if (!outcome.ok()) on_failure(backend, levels, batch, origin(), random);
+        const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance);
+        cell(b, i).add(outcome);
+        if (!outcome.ok()) on_failure(backend, k, batch, origin);
       }
     }
   }
 
-  void on_failure(const Backend& backend, int levels, const BatchData& batch, const std::string& origin,
-                  std::optional<std::pair<std::uint64_t, int>> random) {
-    const auto key = std::pair{std::string(backend.name()), levels};
+  // The outcome of `backend` on `batch` as the campaign judges it.
+  BackendOutcome judged(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks) const {
+    return judge_backend(backend, batch, k, ranks, run_backend(reference_backend(), batch, k), options_.tolerance);
+  }
+
+  void on_failure(const Backend& backend, std::uint32_t k, const BatchData& batch, const Origin& origin) {
+    const auto key = std::pair{std::string(backend.name()), k};
     if (shrunk_.contains(key) || static_cast<int>(report_.counterexamples.size()) >= options_.max_counterexamples)
       return;
     shrunk_.insert(key);
     show_progress(true);
 
-    const auto fails = [&](const BatchData& candidate) {
-      const ResultData reference = run_backend(reference_backend(), candidate, levels);
-      return !judge_backend(backend, candidate, levels, reference, options_.tolerance).ok();
-    };
     CounterexampleFile file;
     file.backend = key.first;
-    file.levels = levels;
-    file.origin = origin;
+    file.k = k;
+    file.ranks = origin.ranks;
+    file.origin = origin.text;
     BatchData smallest = batch;
-    if (random) {
-      std::optional<gen::Counterexample> found =
-          gen::find_counterexample(gen::batch(), random->first, random->second, fails, options_.max_shrink_tries);
+    if (origin.random) {
+      const auto fails = [&](const BatchData& candidate) { return !judged(backend, candidate, k, origin.ranks).ok(); };
+      std::optional<gen::Counterexample> found = gen::find_counterexample(
+          gen::batch(), origin.random->first, origin.random->second, fails, options_.max_shrink_tries);
       if (found) {
         smallest = std::move(found->batch);
         file.shrink_steps = found->shrink_steps;
       }
     }
     std::filesystem::create_directories(options_.counterexample_dir);
-    file.path =
-        options_.counterexample_dir / fmt::format("counterexample-{}-levels{}-{}.safetensors", file_safe(file.backend),
-                                                  levels, report_.counterexamples.size());
-    write_batch_file(file.path, smallest, levels, {{"origin", origin}, {"backend", file.backend}});
-    file.replay_command = fmt::format("{} compare --input {} --levels {} --backends {}{}", options_.program,
-                                      file.path.string(), levels, file.backend, tolerance_flags(options_.tolerance));
+    file.path = options_.counterexample_dir / fmt::format("counterexample-{}-k{}-{}.safetensors",
+                                                          file_safe(file.backend), k, report_.counterexamples.size());
+    write_batch_file(file.path, smallest, k, {{"origin", origin.text}, {"backend", file.backend}});
+    file.replay_command =
+        fmt::format("{} compare --input {} --k {}{} --backends {}{}", options_.program, file.path.string(), k,
+                    origin.ranks ? " --ranks" : "", file.backend, tolerance_flags(options_.tolerance));
 
     // Replay from the file, as the printed command will: the file drops any row stride > V.
-    const BatchData replayed = read_batch_file(file.path).batch;
-    const BackendOutcome outcome = judge_backend(
-        backend, replayed, levels, run_backend(reference_backend(), replayed, levels), options_.tolerance);
+    const BackendOutcome outcome = judged(backend, read_batch_file(file.path).batch, k, origin.ranks);
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
     for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < 5; ++i)
       file.first_violations.push_back(outcome.verdict.violations[i].message());
 
-    fmt::print(log_, "FAIL {} at levels {} on {}\n", file.backend, levels, origin);
+    fmt::print(log_, "FAIL {} at K = {} on {}\n", file.backend, k, origin.text);
     fmt::print(log_, "  shrunk in {} steps to B = {}, V = {}, {} output rows; written to {}\n", file.shrink_steps,
                smallest.sampled_tokens.size(), smallest.vocab, smallest.view().output_rows(), file.path.string());
     for (const std::string& v : file.first_violations) fmt::print(log_, "  {}\n", v);
@@ -169,7 +177,7 @@ class Campaign {
   std::ostream& log_;
   Clock::time_point start_;
   CampaignReport report_;
-  std::set<std::pair<std::string, int>> shrunk_;
+  std::set<std::pair<std::string, std::uint32_t>> shrunk_;
   bool progress_shown_ = false;
   double last_progress_ = 0;
 };

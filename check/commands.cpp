@@ -44,12 +44,19 @@ std::vector<const Backend*> backends_under_test(const std::vector<std::string>& 
   return chosen;
 }
 
-// --levels, else the batch file's metadata, else (for verify) the result file's metadata.
-int levels_for(const FileArgs& args, const BatchFile& file, const ResultFile* result = nullptr) {
-  if (args.levels) return *args.levels;
-  if (file.levels) return *file.levels;
-  if (result != nullptr && result->levels) return *result->levels;
-  throw UsageError(fmt::format("--levels not given and {} has no \"levels\" in its metadata", args.input));
+// --k or --levels, else the batch file's metadata, else (for verify) the result file's metadata
+// or its shape.
+std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFile* result = nullptr) {
+  if (const std::optional<std::uint32_t> k = args.k.chosen()) return *k;
+  if (file.k) return *file.k;
+  if (result != nullptr) {
+    if (result->k) return *result->k;
+    if (result->layout == ResultLayout::split) return static_cast<std::uint32_t>(result->split.k);
+    if (result->packed.width > 0 && result->packed.width - 1 <= kMaxK)
+      return static_cast<std::uint32_t>(result->packed.width - 1);
+  }
+  throw UsageError(
+      fmt::format("neither --k nor --levels given, and {} has no \"k\" or \"levels\" in its metadata", args.input));
 }
 
 void write_json(const std::string& path, const nlohmann::json& json) {
@@ -60,6 +67,8 @@ void write_json(const std::string& path, const nlohmann::json& json) {
 }
 
 void print_violations(const std::string& label, const BackendOutcome& outcome, std::size_t max_violations) {
+  if (!outcome.skipped.empty())
+    fmt::print("{}skipped: the batch needs {}, which it does not implement (SPEC §4)\n", label, outcome.skipped);
   if (!outcome.error.empty()) fmt::print("{}threw: {}\n", label, outcome.error);
   const auto& violations = outcome.verdict.violations;
   for (std::size_t i = 0; i < violations.size() && i < max_violations; ++i)
@@ -78,7 +87,7 @@ int report_cells(const std::vector<CellSummary>& cells, const char* command, con
     nlohmann::json json = report_json(command, args.tolerance, cells);
     json["input"] = args.input;
     if (!args.result.empty()) json["result"] = args.result;
-    json["levels"] = cells.empty() ? nlohmann::json(nullptr) : nlohmann::json(cells.front().levels);
+    json["k"] = cells.empty() ? nlohmann::json(nullptr) : nlohmann::json(cells.front().k);
     write_json(args.json, json);
   }
   return failures == 0 ? kAgree : kDisagree;
@@ -86,10 +95,21 @@ int report_cells(const std::vector<CellSummary>& cells, const char* command, con
 
 }  // namespace
 
+std::optional<std::uint32_t> KArgs::chosen() const {
+  if (k && levels) throw UsageError("give --k or --levels, not both");
+  if (levels) return top_k(*levels);
+  return k;
+}
+
 int campaign_command(const CampaignArgs& args) {
+  if (!args.ks.empty() && !args.levels.empty()) throw UsageError("give --k or --levels, not both");
   CampaignOptions options;
   options.backends = backends_under_test(args.backends);
-  options.levels = args.levels;
+  if (!args.ks.empty()) options.ks = args.ks;
+  if (!args.levels.empty()) {
+    options.ks.clear();
+    for (int levels : args.levels) options.ks.push_back(top_k(levels));
+  }
   options.time_budget_s = args.time_s;
   if (args.cases > 0) options.max_cases = args.cases;
   options.seed = args.seed ? *args.seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
@@ -98,8 +118,8 @@ int campaign_command(const CampaignArgs& args) {
   options.program = args.program;
   options.progress = ::isatty(::fileno(stderr)) != 0;
 
-  fmt::print("logprobs-check campaign: backends {} against the reference; levels {}; seed {}; time {:g} s{}\n",
-             options.backends.empty() ? "(none)" : names_of(options.backends, ","), fmt::join(options.levels, ","),
+  fmt::print("logprobs-check campaign: backends {} against the reference; K {}; seed {}; time {:g} s{}\n",
+             options.backends.empty() ? "(none)" : names_of(options.backends, ","), fmt::join(options.ks, ","),
              options.seed, options.time_budget_s,
              options.max_cases ? fmt::format(", at most {} random cases", *options.max_cases) : "");
   std::fflush(stdout);
@@ -110,7 +130,7 @@ int campaign_command(const CampaignArgs& args) {
   print_table(std::cout, report.cells);
   const std::uint64_t failures = total_failures(report.cells);
   fmt::print("{}\n", failures == 0 ? "OK: every backend agrees with the reference"
-                                   : fmt::format("FAIL: {} failing (backend, levels, case) triples", failures));
+                                   : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
 
   if (!args.json.empty()) {
     nlohmann::json json = report_json("campaign", options.tolerance, report.cells);
@@ -120,7 +140,7 @@ int campaign_command(const CampaignArgs& args) {
     json["elapsed_s"] = report.elapsed_s;
     json["hand_cases"] = report.hand_cases;
     json["random_cases"] = report.random_cases;
-    json["levels"] = options.levels;
+    json["k"] = options.ks;
     json["counterexamples"] = nlohmann::json::array();
     for (const CounterexampleFile& f : report.counterexamples) json["counterexamples"].push_back(to_json(f));
     write_json(args.json, json);
@@ -131,26 +151,25 @@ int campaign_command(const CampaignArgs& args) {
 int run_command(const FileArgs& args) {
   const Backend& backend = available_backend(args.backend);
   const BatchFile file = read_batch_file(args.input);
-  const int levels = levels_for(args, file);
-  const ResultData result = run_backend(backend, file.batch, levels);
-  write_result_file(args.output, result, {{"levels", std::to_string(levels)}, {"backend", args.backend}});
-  fmt::print("{}: {} rows x {} slots from backend {} at levels {}\n", args.output, result.rows, result.width,
-             args.backend, levels);
+  const std::uint32_t k = k_for(args, file);
+  const ResultData result = run_backend(backend, file.batch, k, args.ranks);
+  write_result_file(args.output, result, {{"k", std::to_string(k)}, {"backend", args.backend}});
+  fmt::print("{}: {} rows x {} slots{} from backend {} at K = {}\n", args.output, result.rows, result.width,
+             result.ranks ? " and ranks" : "", args.backend, k);
   return kAgree;
 }
 
 int verify_command(const FileArgs& args) {
   const BatchFile file = read_batch_file(args.input);
   const ResultFile got = read_result_file(args.result);
-  const int levels = levels_for(args, file, &got);
-  const ResultData reference = run_backend(reference_backend(), file.batch, levels);
+  const std::uint32_t k = k_for(args, file, &got);
   BackendOutcome outcome;
-  outcome.verdict = compare_result(file.batch, levels, reference, got.result, args.tolerance);
+  outcome.verdict = judge_against_reference(file.batch, k, got.as_packed(file.batch.view()), args.tolerance);
   print_violations("", outcome, args.max_violations);
   // The row names what produced the result: `run` records its backend in the metadata.
   const auto producer = got.metadata.find("backend");
   std::vector<CellSummary> cells;
-  cells.emplace_back(producer == got.metadata.end() ? args.result : producer->second, levels);
+  cells.emplace_back(producer == got.metadata.end() ? args.result : producer->second, k);
   cells.back().add(outcome);
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.result, file.batch.sampled_tokens.size(), file.batch.vocab,
              file.batch.view().output_rows());
@@ -159,15 +178,20 @@ int verify_command(const FileArgs& args) {
 
 int compare_command(const FileArgs& args) {
   const BatchFile file = read_batch_file(args.input);
-  const int levels = levels_for(args, file);
+  const std::uint32_t k = k_for(args, file);
   const std::vector<const Backend*> backends = backends_under_test(args.backends);
-  const ResultData reference = run_backend(reference_backend(), file.batch, levels);
+  const ResultData reference = run_backend(reference_backend(), file.batch, k);
 
   std::vector<CellSummary> cells;
   for (const Backend* backend : backends) {
-    const BackendOutcome outcome = judge_backend(*backend, file.batch, levels, reference, args.tolerance);
+    // A backend named on the command line is held to the request: lacking a part is an error.
+    const std::string lacking = missing_part(backend->features(), file.batch.view(), k, args.ranks);
+    if (!args.backends.empty() && !lacking.empty())
+      throw UnsupportedPart(
+          fmt::format("backend {} does not implement {}, which {} needs", backend->name(), lacking, args.input));
+    const BackendOutcome outcome = judge_backend(*backend, file.batch, k, args.ranks, reference, args.tolerance);
     print_violations(fmt::format("{}: ", backend->name()), outcome, args.max_violations);
-    cells.emplace_back(std::string(backend->name()), levels);
+    cells.emplace_back(std::string(backend->name()), k);
     cells.back().add(outcome);
   }
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.input, file.batch.sampled_tokens.size(), file.batch.vocab,

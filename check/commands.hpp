@@ -17,17 +17,25 @@ inline constexpr int kAgree = 0;
 inline constexpr int kDisagree = 1;
 inline constexpr int kBadInput = 2;
 
-// Bad usage found after parsing (an unknown backend, levels missing): exit 2.
+// Bad usage found after parsing (an unknown backend, K missing): exit 2.
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// K given as --k K or --levels L (K = 2^L - 1): one or the other.
+struct KArgs {
+  std::optional<std::uint32_t> k;
+  std::optional<int> levels;
+  std::optional<std::uint32_t> chosen() const;
 };
 
 struct CampaignArgs {
   double time_s = 60;
   std::uint64_t cases = 0;            // 0: no cap
   std::optional<std::uint64_t> seed;  // none: a fresh one, printed
-  std::vector<int> levels = kCampaignLevels;
+  std::vector<std::uint32_t> ks;      // --k; none given: --levels, else kCampaignKs
+  std::vector<int> levels;
   std::vector<std::string> backends;  // none: every available one but the reference
   std::string json;
   std::string out_dir = ".";
@@ -40,7 +48,8 @@ struct FileArgs {
   std::string result;
   std::string output;
   std::string backend;
-  std::optional<int> levels;
+  KArgs k;
+  bool ranks = false;  // run, compare: ask for lp_ranks
   std::vector<std::string> backends;
   std::string json;
   std::size_t max_violations = 20;

@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <utility>
+
+#include "harness/half_precision.hpp"
 
 namespace logprobs {
 namespace {
@@ -41,6 +44,14 @@ BatchData no_echo(std::uint64_t vocab, const std::vector<Row>& rows, const std::
   BatchData b = echo(vocab, per_item, no_tokens, sampled);
   b.token_row_offsets.assign(rows.size() + 1, 0);
   return b;
+}
+
+// Two distinct f32 values just above 1.5 whose quotients by 3 round to the same f32 (the
+// quotients' spacing, 2^-23 / 3, is below their ulp, 2^-24): distinct x, equal x / T.
+std::pair<float, float> equal_after_division_by_3() {
+  const float a = std::nextafter(1.5f, 2.0f), b = std::nextafter(a, 2.0f);
+  if (!(a / 3.0f == b / 3.0f)) throw std::logic_error("hand case: the quotients by 3 differ");
+  return {a, b};
 }
 
 Row iota_row(std::uint64_t vocab, float start, float step) {
@@ -109,6 +120,36 @@ std::vector<HandCase> hand_cases() {
     b.lp_output_offsets = {0, 2};
     add("row stride > V, an unread leading row, fewer output rows than logit rows", std::move(b));
   }
+
+  // Contract v2 (SPEC §2.5, §2.9, §6).
+  add("bf16 logits: ties from rounding, a NaN payload, infinities",
+      with_dtype(no_echo(6,
+                         {{1.0f, 1.001f, 1.002f, -2.5f, 0.0f, 3.0f},
+                          {0.5f, -kInf, 0.25f, 2.0f, kNaN, 1.0f},
+                          {-kInf, -kInf, 4.0f, -kInf, -kInf, -kInf}},
+                         {1, 3, 2}),
+                 LogitsDtype::bf16));
+  add("f16 logits: subnormals, the largest f16, a NaN payload",
+      with_dtype(no_echo(5, {{6e-8f, 1e-5f, 0.0f, -6e-5f, 65504.0f}, {1.0f, kNaN, 2.0f, 3.0f, -1.0f}}, {0, 2}),
+                 LogitsDtype::f16));
+  {
+    const auto [a, b] = equal_after_division_by_3();
+    BatchData t = no_echo(5, {{b, 0.5f, a, -1.0f, 1.0f}, {2.0f, -4.0f, 0.0f, 1.0f, -kInf}}, {2, 1});
+    t.temperatures = std::vector<float>{3.0f, 0.05f};
+    add("temperatures: distinct x with equal x / T, and a sharp T = 0.05", std::move(t));
+  }
+  {
+    BatchData t = echo(4, {{{0.5f, -1.0f, 2.0f, 0.25f}, {1.0f, 1.0f, -kInf, 3.0f}}}, {{3, 0}}, {1});
+    t.temperatures = std::vector<float>{1.0f};
+    add("temperature 1 (must change no bit)", std::move(t));
+  }
+  add("ranks: x_s tied, x_s = -inf, x_s = NaN", no_echo(6,
+                                                        {{2.0f, 1.0f, 2.0f, 2.0f, -kInf, 0.0f},
+                                                         {1.0f, -kInf, kNaN, 0.0f, -kInf, 2.0f},
+                                                         {1.0f, 0.5f, kNaN, 0.0f, 3.0f, 2.0f}},
+                                                        {3, 1, 2}));
+  add("the evaluated token among the top slots (greedy-exact)",
+      no_echo(7, {{0.1f, 4.0f, -2.0f, 3.5f, 1.0f, 0.0f, 2.0f}, {1.0f, 1.0f, 1.0f, 0.0f, -1.0f, 5.0f, 1.0f}}, {1, 5}));
   return cases;
 }
 

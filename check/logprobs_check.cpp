@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -11,43 +12,67 @@
 namespace logprobs::cli {
 namespace {
 
+// CLI11's NonNegativeNumber lets NaN through (every comparison with NaN is false); a tolerance
+// or a time must be a finite number.
+const CLI::Validator kFiniteNonNegative(
+    [](std::string& text) {
+      double value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value) || value < 0)
+        return std::string("must be a finite number >= 0, got ") + text;
+      return std::string();
+    },
+    "FINITE >= 0");
+
 void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI::Option*>* record = nullptr) {
-  CLI::Option* atol = app.add_option("--atol", tolerance.atol, "absolute tolerance, scaled by max(1, |row max|)")
-                          ->check(CLI::NonNegativeNumber)
-                          ->capture_default_str();
-  CLI::Option* ulps = app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")
-                          ->check(CLI::NonNegativeNumber)
-                          ->capture_default_str();
-  CLI::Option* summation =
-      app.add_option("--summation", tolerance.summation,
-                     "multiple of the f32 summation bound V * 2^-24 also allowed (0: SPEC §5's rule alone)")
-          ->check(CLI::NonNegativeNumber)
-          ->capture_default_str();
-  if (record) record->insert(record->end(), {atol, ulps, summation});
+  std::vector<CLI::Option*> added = {
+      app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")
+          ->check(kFiniteNonNegative)
+          ->capture_default_str(),
+      app.add_option("--norm-ulps", tolerance.norm_ulps, "tolerance in ULPs of |m| + log V (the normalizer's rounding)")
+          ->check(kFiniteNonNegative)
+          ->capture_default_str(),
+      app.add_option("--sigma", tolerance.sigma, "summation term sigma * sqrt(V) * 2^-24 (SPEC §5)")
+          ->check(kFiniteNonNegative)
+          ->capture_default_str(),
+      app.add_flag("--linear-sum", tolerance.linear_sum,
+                   "summation term V * 2^-24 instead: a kernel that sums in one f32 chain"),
+  };
+  if (record) record->insert(record->end(), added.begin(), added.end());
+}
+
+// --k K or --levels L (K = 2^L - 1) for a command on one batch file.
+void add_k_options(CLI::App& app, KArgs& args, const char* fallback) {
+  CLI::Option* k = app.add_option("--k", args.k, std::string("top-K width 0..65535 (default: ") + fallback + ")")
+                       ->check(CLI::Range(std::uint32_t{0}, kMaxK));
+  app.add_option("--levels", args.levels, "MAX's levels L instead: K = 2^L - 1")
+      ->check(CLI::Range(0, kMaxLevels))
+      ->excludes(k);
 }
 
 // The campaign's options, on the top level (`logprobs-check --time 5`) or on `campaign`.
 // `given` collects them, to tell whether any was given at the top level.
 void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Option*>& given) {
   given.push_back(app.add_option("--time", args.time_s, "seconds of random cases after the hand cases")
-                      ->check(CLI::NonNegativeNumber)
+                      ->check(kFiniteNonNegative)
                       ->capture_default_str());
   given.push_back(app.add_option("--cases", args.cases, "random cases at most (0: as many as the time allows)"));
   given.push_back(app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)"));
-  given.push_back(app.add_option("--levels", args.levels, "levels to cover, comma-separated")
-                      ->delimiter(',')
-                      ->check(CLI::Range(0, kMaxLevels))
-                      ->capture_default_str());
+  CLI::Option* k =
+      app.add_option("--k", args.ks, "K to cover, comma-separated (default: 0,1,3,5,7,20,31,255,4095,65535)")
+          ->delimiter(',')
+          ->check(CLI::Range(std::uint32_t{0}, kMaxK));
+  given.push_back(k);
+  given.push_back(
+      app.add_option("--levels", args.levels, "MAX's levels to cover instead (K = 2^L - 1), comma-separated")
+          ->delimiter(',')
+          ->check(CLI::Range(0, kMaxLevels))
+          ->excludes(k));
   given.push_back(
       app.add_option("--backends", args.backends, "backends to test (default: every available one)")->delimiter(','));
   given.push_back(app.add_option("--json", args.json, "also write the results as JSON to this file"));
   given.push_back(
       app.add_option("--out-dir", args.out_dir, "folder for counterexample batch files")->capture_default_str());
   add_tolerance_options(app, args.tolerance, &given);
-}
-
-void add_levels_option(CLI::App& app, FileArgs& args, const char* help) {
-  app.add_option("--levels", args.levels, help)->check(CLI::Range(0, kMaxLevels));
 }
 
 int run_main(int argc, char** argv) {
@@ -69,16 +94,20 @@ int run_main(int argc, char** argv) {
   FileArgs run_args;
   CLI::App* run = app.add_subcommand("run", "run one backend on a batch file and write its result file");
   run->add_option("--backend", run_args.backend, "backend name")->required();
-  add_levels_option(*run, run_args, "top-K levels (default: the batch file's metadata)");
+  add_k_options(*run, run_args.k, "the batch file's metadata");
   run->add_option("--input", run_args.input, "batch file (safetensors)")->required();
   run->add_option("--output", run_args.output, "result file to write (safetensors)")->required();
+  run->add_flag("--ranks", run_args.ranks, "also compute the evaluated token's rank (lp_ranks)");
 
   FileArgs verify_args;
   CLI::App* verify = app.add_subcommand("verify", "judge a result file from any implementation against the contract");
   verify->add_option("--input", verify_args.input, "batch file (safetensors)")->required();
-  verify->add_option("--result", verify_args.result, "result file: lp_logits F32 [N, W], lp_tokens U32 [N, W]")
+  verify
+      ->add_option("--result", verify_args.result,
+                   "result file, packed (lp_logits, lp_tokens, lp_ranks) or split (top_tokens, top_logprobs, "
+                   "sampled_logprobs, sampled_ranks)")
       ->required();
-  add_levels_option(*verify, verify_args, "top-K levels (default: the batch file's metadata, else the result file's)");
+  add_k_options(*verify, verify_args.k, "the batch file's metadata, else the result file's");
   verify->add_option("--json", verify_args.json, "also write the verdict as JSON to this file");
   verify->add_option("--max-violations", verify_args.max_violations, "violations listed at most")
       ->capture_default_str();
@@ -87,7 +116,8 @@ int run_main(int argc, char** argv) {
   FileArgs compare_args;
   CLI::App* compare = app.add_subcommand("compare", "the chosen backends against the reference on one batch file");
   compare->add_option("--input", compare_args.input, "batch file (safetensors)")->required();
-  add_levels_option(*compare, compare_args, "top-K levels (default: the batch file's metadata)");
+  add_k_options(*compare, compare_args.k, "the batch file's metadata");
+  compare->add_flag("--ranks", compare_args.ranks, "also ask for and judge the evaluated token's rank");
   compare->add_option("--backends", compare_args.backends, "backends, comma-separated (default: every available one)")
       ->delimiter(',');
   compare->add_option("--json", compare_args.json, "also write the results as JSON to this file");
@@ -126,6 +156,9 @@ int run_main(int argc, char** argv) {
     return kBadInput;
   } catch (const InvalidBatch& e) {
     fmt::print(stderr, "logprobs-check: invalid batch (SPEC §4): {}\n", e.what());
+    return kBadInput;
+  } catch (const UnsupportedPart& e) {
+    fmt::print(stderr, "logprobs-check: {}\n", e.what());
     return kBadInput;
   } catch (const std::exception& e) {
     // Neither a verdict nor the user's fault (a generator bug, a full disk): still not a pass.

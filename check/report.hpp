@@ -1,4 +1,4 @@
-// The one report of logprobs-check: what each backend did at each levels, as a table on the
+// The one report of logprobs-check: what each backend did at each K, as a table on the
 // terminal and as a JSON document, for `campaign`, `compare` and `verify` alike; and the flags a
 // replay line needs to reach the same verdict.
 #pragma once
@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,12 +18,14 @@
 
 namespace logprobs {
 
-// What one backend (or one judged result file) did at one levels over one or many cases.
+// What one backend (or one judged result file) did at one K over one or many cases.
 struct CellSummary {
-  CellSummary(std::string backend_, int levels_) : backend(std::move(backend_)), levels(levels_) {}
+  CellSummary(std::string backend_, std::uint32_t k_) : backend(std::move(backend_)), k(k_) {}
   std::string backend;
-  int levels = 0;
-  std::uint64_t cases = 0;
+  std::uint32_t k = 0;
+  std::uint64_t cases = 0;             // cases judged
+  std::uint64_t skipped = 0;           // cases needing an optional part the backend lacks (SPEC §4)
+  std::set<std::string> skip_reasons;  // those parts
   std::uint64_t failures = 0;  // cases with a violation or a thrown error
   ErrorStats stats;
   double seconds = 0;
@@ -34,7 +37,8 @@ std::uint64_t total_failures(std::span<const CellSummary> cells);
 // A failing case, shrunk where it was random, written as a batch file that replays it.
 struct CounterexampleFile {
   std::string backend;
-  int levels = 0;
+  std::uint32_t k = 0;
+  bool ranks = false;
   std::string origin;  // the hand case's name, or the random case's index, seed and size
   std::filesystem::path path;
   std::string replay_command;
@@ -43,8 +47,8 @@ struct CounterexampleFile {
   bool reproduces = false;                    // the file, read back, still fails
 };
 
-// The table: backend, levels, cases, rows, largest absolute and ULP error, tolerance used,
-// failures, time.
+// The table: backend, K, cases judged and skipped, rows, largest absolute and ULP error,
+// tolerance used, failures, time; then, for each backend that skipped cases, the parts it lacks.
 void print_table(std::ostream& os, std::span<const CellSummary> cells);
 
 // The report as JSON: the tool, its version, the tolerance, every backend of the build, the

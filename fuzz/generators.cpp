@@ -13,6 +13,8 @@
 #include <ostream>
 #include <random>
 
+#include "harness/half_precision.hpp"
+
 namespace logprobs::gen {
 namespace {
 
@@ -44,13 +46,6 @@ T pick_of(const T (&options)[N]) {
 
 // True with probability percent / 100; shrinks to false.
 bool chance(int percent) { return pick(0, 100) >= 100 - percent; }
-
-float round_to_bf16(float x) {
-  if (std::isnan(x)) return x;
-  auto bits = std::bit_cast<std::uint32_t>(x);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest, ties to even
-  return std::bit_cast<float>(bits & 0xFFFF0000u);
-}
 
 // How one row is filled: drawn with picks, applied with a seeded engine.
 struct RowRecipe {
@@ -86,7 +81,7 @@ void fill_row(float* x, std::uint64_t vocab, const RowRecipe& r) {
       for (std::uint64_t j = 0; j < vocab; ++j) x[j] = normal(engine);
       break;
     case ValueShape::bf16:
-      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = round_to_bf16(normal(engine));
+      for (std::uint64_t j = 0; j < vocab; ++j) x[j] = round_to(LogitsDtype::bf16, normal(engine));
       break;
     case ValueShape::large:
       for (std::uint64_t j = 0; j < vocab; ++j) x[j] = uniform(engine);
@@ -155,6 +150,73 @@ ItemShape draw_item(OffsetShape offsets, int max_rows) {
   return item;
 }
 
+// NaN bit patterns with payloads, quiet and signaling, of either sign: a kernel that tests NaN by
+// one pattern, or loses the payload's sign, shows it.
+constexpr std::uint32_t kF32NaNs[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu, 0xffc0dead};
+constexpr std::uint16_t kHalfNaNs[2][4] = {{0x7fc0u, 0xffc1u, 0x7f81u, 0xffffu},   // bf16
+                                           {0x7e00u, 0xfe01u, 0x7c01u, 0xffffu}};  // f16
+
+// How a batch's logits are stored: f32, or rounded to a 16-bit dtype (their own ties come with
+// the rounding); and how many entries of read rows become NaN payloads or infinities of that
+// dtype, placed by a seeded engine. Drawn before the rows, so that shrinking the rows leaves
+// these picks where they are.
+struct DtypeRecipe {
+  LogitsDtype dtype = LogitsDtype::f32;
+  int specials = 0;
+  std::uint32_t seed = 0;
+};
+
+DtypeRecipe draw_dtype_recipe() {
+  static constexpr LogitsDtype kDtypes[] = {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16};
+  DtypeRecipe r;
+  r.dtype = chance(35) ? pick_of(kDtypes) : LogitsDtype::f32;
+  r.specials = chance(15) ? pick(1, 4) : 0;
+  r.seed = pick<std::uint32_t>(0, 1u << 30);
+  return r;
+}
+
+void apply_dtype(BatchData& batch, const DtypeRecipe& r) {
+  if (r.dtype != LogitsDtype::f32) batch = with_dtype(batch, r.dtype);
+  const std::uint32_t first = batch.logit_row_offsets.front(), last = batch.logit_row_offsets.back();
+  if (first == last) return;
+  std::mt19937 engine(r.seed);
+  const auto uniform = [&](std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(engine); };
+  for (int i = 0; i < r.specials; ++i) {
+    const std::uint64_t at = (first + uniform(last - first)) * batch.row_stride + uniform(batch.vocab);
+    const std::uint64_t which = uniform(6);  // a NaN pattern, or an infinity
+    const bool negative = uniform(2) == 1;
+    if (r.dtype == LogitsDtype::f32) {
+      batch.logits[at] = which < 5 ? std::bit_cast<float>(kF32NaNs[which]) : (negative ? -kInf : kInf);
+    } else {
+      const bool is_bf16 = r.dtype == LogitsDtype::bf16;
+      const std::uint16_t infinity = is_bf16 ? 0x7f80u : 0x7c00u;
+      batch.logits16[at] = which < 4 ? kHalfNaNs[is_bf16 ? 0 : 1][which]
+                                     : static_cast<std::uint16_t>(infinity | (negative ? 0x8000u : 0u));
+    }
+  }
+}
+
+// Temperatures for some batches: near 0.05 (sharp), exactly 1 (which must change no bit), or up
+// to 4 (flat); a division by a T below 1 also turns distinct x into equal x / T now and then.
+std::optional<std::vector<float>> draw_temperatures(int items) {
+  if (!chance(30)) return std::nullopt;
+  std::vector<float> temperatures;
+  for (int b = 0; b < items; ++b) {
+    switch (pick(0, 3)) {
+      case 0:
+        temperatures.push_back(1.0f);
+        break;
+      case 1:
+        temperatures.push_back(0.05f * (1.0f + float(pick(0, 64)) / 256.0f));
+        break;
+      default:
+        temperatures.push_back(0.1f + 3.9f * float(pick(0, 1024)) / 1024.0f);
+        break;
+    }
+  }
+  return temperatures;
+}
+
 BatchData draw_batch(const Fixed& fixed, int size) {
   static constexpr OffsetShape kOffsetShapes[] = {OffsetShape::no_echo, OffsetShape::echo, OffsetShape::arbitrary};
   const OffsetShape offsets = fixed.offsets ? *fixed.offsets : pick_of(kOffsetShapes);
@@ -163,6 +225,8 @@ BatchData draw_batch(const Fixed& fixed, int size) {
   const int items = pick(0, 1 + (real_vocab ? 2 : scaled(size, 64)));
   BatchData batch;
   batch.vocab = real_vocab ? draw_real_vocab() : draw_vocab(size);
+  const DtypeRecipe dtype = draw_dtype_recipe();
+  batch.temperatures = draw_temperatures(items);
   const bool arbitrary = offsets == OffsetShape::arbitrary;
   batch.row_stride = batch.vocab + (arbitrary ? pick<std::uint64_t>(0, 5) : 0);
 
@@ -206,6 +270,7 @@ BatchData draw_batch(const Fixed& fixed, int size) {
   batch.logits.assign(batch.rows * batch.row_stride, kNaN);  // unread rows and stride gaps stay NaN
   for (std::uint64_t i = lead_rows; i < batch.logit_row_offsets.back(); ++i)
     fill_row(batch.row(i), batch.vocab, draw_recipe(fixed));
+  apply_dtype(batch, dtype);
   return batch;
 }
 
@@ -219,7 +284,26 @@ rc::Gen<BatchData> batch() { return make({}); }
 
 rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values) { return make({offsets, values}); }
 
-rc::Gen<int> levels() { return rc::gen::resize(100, rc::gen::inRange(0, kMaxLevels + 1)); }
+rc::Gen<std::uint32_t> k() {
+  return rc::gen::exec([] {
+    switch (pick(0, 10)) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+        return top_k(pick(0, kMaxLevels + 1));  // MAX's K = 2^L - 1
+      case 5:
+      case 6:
+        return chance(50) ? 5u : 20u;  // OpenAI's, vLLM's limits
+      case 7:
+      case 8:
+        return pick<std::uint32_t>(0, 300);
+      default:
+        return pick<std::uint32_t>(0, kMaxK + 1);
+    }
+  });
+}
 
 std::optional<Counterexample> find_counterexample(const rc::Gen<BatchData>& generator, std::uint64_t seed, int size,
                                                   const std::function<bool(const BatchData&)>& fails, int max_tries) {
@@ -261,13 +345,15 @@ void show_list(std::ostream& os, const char* name, const std::vector<T>& values)
 
 void showValue(const BatchData& batch, std::ostream& os) {
   os << "BatchData{B=" << batch.sampled_tokens.size() << " V=" << batch.vocab << " rows=" << batch.rows
-     << " stride=" << batch.row_stride << " ";
+     << " stride=" << batch.row_stride << " dtype=" << dtype_name(batch.dtype) << " ";
+  if (batch.temperatures) show_list(os, "temperatures", *batch.temperatures);
   show_list(os, "lro", batch.logit_row_offsets);
   show_list(os, "tro", batch.token_row_offsets);
   show_list(os, "loo", batch.lp_output_offsets);
   show_list(os, "sampled", batch.sampled_tokens);
   show_list(os, "tokens", batch.tokens);
   if (batch.logits.size() <= 64) show_list(os, "logits", batch.logits);
+  if (batch.logits16.size() <= 64) show_list(os, "logits16", batch.logits16);
   os << "}";
 }
 

@@ -34,7 +34,8 @@ enum class ValueShape {
 
 // Any valid batch: B 0..64, V 1..4096 with occasional real vocab sizes (32000, 128256, 152064)
 // on at most 2 batch items of at most 2 rows, offsets of every shape, values of every shape,
-// with -inf masks, NaN and +inf injected into some rows. The RapidCheck size (0..100) scales B,
+// with -inf masks, NaN and +inf injected into some rows; logits f32, bf16 or f16 (with NaN
+// payloads and infinities of that dtype), and temperatures for some batches. The RapidCheck size (0..100) scales B,
 // V and rows per batch item. Logits no batch item reads (stride gaps, rows outside
 // [lro[0], lro[B])) are NaN, and tokens no output row reads (spare tokens, the sampled token of
 // an item without output rows) are sometimes >= V, so a backend that reads them shows it.
@@ -43,8 +44,9 @@ rc::Gen<BatchData> batch();
 // A valid batch with offsets and values of the given shapes (other choices still random).
 rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values);
 
-// levels 0..16.
-rc::Gen<int> levels();
+// K 0..65535: MAX's K = 2^L - 1 half the time, 5 and 20 (OpenAI's and vLLM's usual limits), small
+// K of every other value, and any.
+rc::Gen<std::uint32_t> k();
 
 // A case that a predicate rejects, shrunk as far as RapidCheck's shrinks reach.
 struct Counterexample {

@@ -4,21 +4,57 @@
 #include <cstring>
 
 namespace logprobs {
+namespace {
+
+// memcmp of two empty arrays would pass it null pointers, which UBSan rightly rejects.
+template <typename T>
+bool same_bytes(const T* a, const T* b, std::size_t n) {
+  return n == 0 || std::memcmp(a, b, n * sizeof(T)) == 0;
+}
+
+}  // namespace
+
+RaggedBatch BatchData::view() const {
+  RaggedBatch v;
+  v.logits = dtype == LogitsDtype::f32 ? static_cast<const void*>(logits.data()) : logits16.data();
+  v.dtype = dtype;
+  v.rows = rows;
+  v.vocab = vocab;
+  v.row_stride = row_stride;
+  v.tokens = tokens;
+  v.sampled_tokens = sampled_tokens;
+  v.logit_row_offsets = logit_row_offsets;
+  v.token_row_offsets = token_row_offsets;
+  v.lp_output_offsets = lp_output_offsets;
+  if (temperatures) v.temperatures = std::span<const float>(*temperatures);
+  return v;
+}
+
+float BatchData::logit(std::uint64_t i, std::uint64_t j) const {
+  const std::uint64_t at = i * row_stride + j;
+  switch (dtype) {
+    case LogitsDtype::bf16:
+      return bf16_to_f32(logits16[at]);
+    case LogitsDtype::f16:
+      return f16_to_f32(logits16[at]);
+    case LogitsDtype::f32:
+      break;
+  }
+  return logits[at];
+}
 
 bool same_bits(const ResultData& a, const ResultData& b) {
-  // memcmp of an empty result would pass it a null pointer, which UBSan rightly rejects.
-  return a.rows == b.rows && a.width == b.width && a.lp_tokens == b.lp_tokens &&
-         a.lp_logits.size() == b.lp_logits.size() &&
-         (a.lp_logits.empty() ||
-          std::memcmp(a.lp_logits.data(), b.lp_logits.data(), a.lp_logits.size() * sizeof(float)) == 0);
+  return a.rows == b.rows && a.width == b.width && a.ranks == b.ranks && a.lp_tokens == b.lp_tokens &&
+         a.lp_ranks == b.lp_ranks && a.lp_logits.size() == b.lp_logits.size() &&
+         same_bytes(a.lp_logits.data(), b.lp_logits.data(), a.lp_logits.size());
 }
 
 bool same_row_bits(const ResultData& a, std::uint64_t row_a, const ResultData& b, std::uint64_t row_b) {
-  if (a.width != b.width || row_a >= a.rows || row_b >= b.rows) return false;
+  if (a.width != b.width || a.ranks != b.ranks || row_a >= a.rows || row_b >= b.rows) return false;
   const std::uint64_t w = a.width;
-  return std::equal(a.lp_tokens.begin() + row_a * w, a.lp_tokens.begin() + (row_a + 1) * w,
-                    b.lp_tokens.begin() + row_b * w) &&
-         std::memcmp(&a.lp_logits[row_a * w], &b.lp_logits[row_b * w], w * sizeof(float)) == 0;
+  return same_bytes(&a.lp_tokens[row_a * w], &b.lp_tokens[row_b * w], w) &&
+         same_bytes(&a.lp_logits[row_a * w], &b.lp_logits[row_b * w], w) &&
+         (!a.ranks || a.lp_ranks[row_a] == b.lp_ranks[row_b]);
 }
 
 BatchData single_row_batch(std::span<const float> x, std::uint32_t token) {
@@ -32,10 +68,30 @@ BatchData single_row_batch(std::span<const float> x, std::uint32_t token) {
   return one;
 }
 
-ResultData run_backend(const Backend& backend, const BatchData& batch, int levels) {
-  const OutputShape shape = validate_batch(batch.view(), levels);
-  ResultData result(shape.rows, shape.width);
-  backend.run(batch.view(), levels, result.view());
+BatchData row_alone(const BatchData& batch, const RowTask& task) {
+  BatchData one;
+  one.dtype = batch.dtype;
+  one.vocab = one.row_stride = batch.vocab;
+  one.rows = 1;
+  const std::uint64_t begin = task.logit_row * batch.row_stride;
+  if (batch.dtype == LogitsDtype::f32) {
+    one.logits.assign(batch.logits.begin() + std::ptrdiff_t(begin),
+                      batch.logits.begin() + std::ptrdiff_t(begin + batch.vocab));
+  } else {
+    one.logits16.assign(batch.logits16.begin() + std::ptrdiff_t(begin),
+                        batch.logits16.begin() + std::ptrdiff_t(begin + batch.vocab));
+  }
+  one.sampled_tokens = {task.token};
+  one.logit_row_offsets = one.lp_output_offsets = {0, 1};
+  one.token_row_offsets = {0, 0};
+  if (batch.temperatures) one.temperatures = std::vector<float>{(*batch.temperatures)[task.batch_item]};
+  return one;
+}
+
+ResultData run_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks) {
+  const OutputShape shape = validate_batch(batch.view(), k);
+  ResultData result(shape.rows, shape.width, ranks);
+  backend.run(batch.view(), k, result.view());
   return result;
 }
 

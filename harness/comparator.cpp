@@ -1,10 +1,12 @@
-// SPEC §5, row by row: first the tokens (judged through the input logits, so any tie-breaking
-// and any slot order pass), then the values (against the reference, within tolerance).
+// SPEC §5 and §6, row by row: first the tokens (judged through the input, so any tie-breaking
+// and any slot order pass), then ranks and greedy-exactness, then the values (against the
+// reference, within tolerance).
 #include "comparator.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -16,46 +18,56 @@ namespace logprobs {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+// Below it the ULP error figure is not kept (ErrorStats::max_ulp_error).
+constexpr double kUlpStatsFloor = 1.0 / 1024;
 
-// What the input says about one logit row, independent of any backend.
+// What the input says about one row, independent of any backend.
 struct RowFacts {
-  double scale_max = 0;             // the largest finite logit (0 if none), for the atol scale
-  bool normalizer_is_nan = false;   // SPEC §3: NaN or +inf present, or only -inf
-  std::vector<float> top_logits;    // the K largest candidate logits, descending
+  std::vector<float> x;            // SPEC §2.5's x: widened, divided by the temperature
+  double row_max = 0;              // the largest finite x (0 if none)
+  bool normalizer_is_nan = false;  // SPEC §3: NaN or +inf present, or only -inf
+  std::vector<float> top_logits;   // the K largest candidate x, descending
 };
 
 bool is_candidate(float x) { return x > -kInf; }  // false for NaN and -inf
 
-RowFacts row_facts(std::span<const float> x, std::uint32_t k) {
-  RowFacts facts;
+void read_facts(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, RowFacts& facts) {
+  facts.x.resize(batch.vocab);
+  read_row(batch, task, facts.x);
   bool any_finite = false;
-  std::vector<float> candidates;
-  for (const float v : x) {
+  facts.normalizer_is_nan = false;
+  facts.top_logits.clear();
+  for (const float v : facts.x) {
     if (std::isnan(v) || v == kInf) facts.normalizer_is_nan = true;
     any_finite |= std::isfinite(v);
-    if (k > 0 && is_candidate(v)) candidates.push_back(v);
+    if (k > 0 && is_candidate(v)) facts.top_logits.push_back(v);
   }
   if (!any_finite) facts.normalizer_is_nan = true;  // only -inf (or NaN and +inf)
-  facts.scale_max = largest_finite_logit(x);
-  const std::size_t kept = std::min<std::size_t>(k, candidates.size());
-  std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), std::greater<>());
-  candidates.resize(kept);
-  facts.top_logits = std::move(candidates);
-  return facts;
+  facts.row_max = largest_finite_logit(facts.x);
+  auto& top = facts.top_logits;
+  const std::size_t kept = std::min<std::size_t>(k, top.size());
+  std::partial_sort(top.begin(), top.begin() + std::ptrdiff_t(kept), top.end(), std::greater<>());
+  top.resize(kept);
+}
+
+// Bitwise equality, where any NaN equals any NaN (SPEC §6's greedy-exactness compares values).
+bool same_value_bits(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
 }
 
 class RowJudge {
  public:
-  RowJudge(const RaggedBatch& batch, int levels, const Tolerance& tolerance, Verdict& verdict)
-      : batch_(batch), k_(top_k(levels)), width_(slots_per_row(levels)), tolerance_(tolerance), verdict_(verdict) {}
+  RowJudge(const RaggedBatch& batch, std::uint32_t k, const Tolerance& tolerance, Verdict& verdict)
+      : batch_(batch), k_(k), width_(slots_per_row(k)), tolerance_(tolerance), verdict_(verdict) {}
 
-  void judge(std::uint64_t b, const RowTask& task, const ResultData& reference, const ResultData& got) {
-    b_ = b;
+  void judge(const RowTask& task, const ResultData& reference, const ResultData& got) {
+    b_ = task.batch_item;
     o_ = task.output_row;
-    x_ = batch_.logit_row(task.logit_row);
-    facts_ = row_facts(x_, k_);
+    read_facts(batch_, task, k_, facts_);
     ++verdict_.stats.rows;
     judge_tokens(task.token, got);
+    if (got.ranks) judge_rank(task.token, got);
+    judge_greedy_exact(task.token, got);
     judge_values(reference, got);
   }
 
@@ -66,24 +78,28 @@ class RowJudge {
 
   void judge_tokens(std::uint32_t s, const ResultData& got) {
     const auto vocab = static_cast<std::uint32_t>(batch_.vocab);
+    const std::vector<float>& x = facts_.x;
     if (got.token(o_, k_) != s)
-      fail(Rule::last_token, k_, got.token(o_, k_), fmt::format("last slot token got {} want {} (the evaluated token)",
-                                                               got.token(o_, k_), s));
+      fail(Rule::last_token, k_, got.token(o_, k_),
+           fmt::format("last slot token got {} want {} (the evaluated token)", got.token(o_, k_), s));
     std::unordered_set<std::uint32_t> seen;
-    std::vector<std::pair<float, std::uint64_t>> reported;  // (logit, slot) of each valid top token
+    std::vector<std::pair<float, std::uint64_t>> reported;  // (x, slot) of each valid top token
     std::uint64_t padding = 0;
     for (std::uint64_t slot = 0; slot < k_; ++slot) {
       const std::uint32_t t = got.token(o_, slot);
       if (t == vocab) {
         ++padding;
       } else if (t > vocab) {
-        fail(Rule::token_range, slot, t, fmt::format("token got {} want a token below V = {} or padding {}", t, vocab, vocab));
+        fail(Rule::token_range, slot, t,
+             fmt::format("token got {} want a token below V = {} or padding {}", t, vocab, vocab));
       } else if (!seen.insert(t).second) {
-        fail(Rule::duplicate_token, slot, t, fmt::format("token got {} want distinct top tokens ({} appears twice)", t, t));
-      } else if (!is_candidate(x_[t])) {
-        fail(Rule::not_candidate, slot, t, fmt::format("token got {} with logit {} want a candidate (logit not NaN, > -inf)", t, x_[t]));
+        fail(Rule::duplicate_token, slot, t,
+             fmt::format("token got {} want distinct top tokens ({} appears twice)", t, t));
+      } else if (!is_candidate(x[t])) {
+        fail(Rule::not_candidate, slot, t,
+             fmt::format("token got {} with logit {} want a candidate (logit not NaN, > -inf)", t, x[t]));
       } else {
-        reported.emplace_back(x_[t], slot);
+        reported.emplace_back(x[t], slot);
       }
     }
     const std::uint64_t want_padding = k_ - facts_.top_logits.size();
@@ -91,8 +107,8 @@ class RowJudge {
       fail(Rule::padding_count, k_ == 0 ? 0 : k_ - 1, vocab,
            fmt::format("padding count got {} want {} ({} candidates for K = {})", padding, want_padding,
                        facts_.top_logits.size(), k_));
-    // Multiset of reported logits against the K largest: compare both sorted descending; the
-    // first place where they differ names the slot that holds a logit too small.
+    // Multiset of reported x against the K largest: compare both sorted descending; the first
+    // place where they differ names the slot that holds an x too small.
     std::sort(reported.begin(), reported.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t i = 0; i < reported.size() && i < facts_.top_logits.size(); ++i) {
       const auto [logit, slot] = reported[i];
@@ -106,14 +122,36 @@ class RowJudge {
     }
   }
 
+  void judge_rank(std::uint32_t s, const ResultData& got) {
+    const std::uint32_t want = rank_of(facts_.x, s);
+    const std::uint32_t rank = got.lp_ranks[o_];
+    if (rank != want)
+      fail(Rule::rank, k_, s,
+           fmt::format("rank of token {} got {} want {} (the number of x_j >= x_s = {})", s, rank, want, facts_.x[s]));
+  }
+
+  void judge_greedy_exact(std::uint32_t s, const ResultData& got) {
+    const float last = got.value(o_, k_);
+    for (std::uint64_t slot = 0; slot < k_; ++slot) {
+      if (got.token(o_, slot) != s) continue;
+      const float top = got.value(o_, slot);
+      if (!same_value_bits(top, last))
+        fail(Rule::greedy_exact, slot, s,
+             fmt::format("token {} is a top token with value {} but its last slot holds {} (greedy-exact: the same "
+                         "bits, {:#010x} vs {:#010x})",
+                         s, top, last, std::bit_cast<std::uint32_t>(top), std::bit_cast<std::uint32_t>(last)));
+    }
+  }
+
   void judge_values(const ResultData& reference, const ResultData& got) {
     const auto vocab = static_cast<std::uint32_t>(batch_.vocab);
-    // Equal logits have equal reference values (x + n, rounded once), so a token tied with one
-    // the reference reported, but not reported by it, is judged by that equal logit's value.
+    const std::vector<float>& x = facts_.x;
+    // Equal x have equal reference values (x + n, rounded once), so a token tied with one the
+    // reference reported, but not reported by it, is judged by that equal x's value.
     std::unordered_map<float, float> ref_by_logit;
     for (std::uint64_t slot = 0; slot < width_; ++slot) {
       const std::uint32_t t = reference.token(o_, slot);
-      if (t < vocab && !std::isnan(x_[t])) ref_by_logit.emplace(x_[t], reference.value(o_, slot));
+      if (t < vocab && !std::isnan(x[t])) ref_by_logit.emplace(x[t], reference.value(o_, slot));
     }
     const float padding_value = facts_.normalizer_is_nan ? std::numeric_limits<float>::quiet_NaN() : -kInf;
     for (std::uint64_t slot = 0; slot < width_; ++slot) {
@@ -123,8 +161,8 @@ class RowJudge {
         if (t == reference.token(o_, k_)) judge_value(slot, t, v, reference.value(o_, k_));
       } else if (t == vocab) {
         judge_value(slot, t, v, padding_value);
-      } else if (t < vocab && is_candidate(x_[t])) {
-        const auto it = ref_by_logit.find(x_[t]);
+      } else if (t < vocab && is_candidate(x[t])) {
+        const auto it = ref_by_logit.find(x[t]);
         if (it != ref_by_logit.end()) judge_value(slot, t, v, it->second);
         // else: the token is not among the K largest, already a token violation
       }
@@ -132,7 +170,7 @@ class RowJudge {
   }
 
   void judge_value(std::uint64_t slot, std::uint32_t t, float got, float want) {
-    const bool agrees = value_agrees(got, want, facts_.scale_max, batch_.vocab, tolerance_);
+    const bool agrees = value_agrees(got, want, facts_.row_max, batch_.vocab, tolerance_);
     if (std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got)) {
       if (!agrees)
         fail(Rule::value, slot, t,
@@ -140,11 +178,11 @@ class RowJudge {
       return;
     }
     const double error = std::fabs(double(got) - double(want));
-    const double allowed = allowed_error(want, facts_.scale_max, batch_.vocab, tolerance_);
+    const double allowed = allowed_error(want, facts_.row_max, batch_.vocab, tolerance_);
     ErrorStats& stats = verdict_.stats;
     ++stats.values;
     stats.max_abs_error = std::max(stats.max_abs_error, error);
-    stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
+    if (std::fabs(want) >= kUlpStatsFloor) stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
     stats.max_tolerance_used = std::max(stats.max_tolerance_used, error / allowed);
     if (!agrees)
       fail(Rule::value, slot, t,
@@ -158,12 +196,12 @@ class RowJudge {
   Verdict& verdict_;
   std::uint64_t b_ = 0;
   std::uint64_t o_ = 0;
-  std::span<const float> x_;
   RowFacts facts_;
 };
 
 bool has_shape(const ResultData& r, std::uint64_t rows, std::uint64_t width) {
-  return r.rows == rows && r.width == width && r.lp_logits.size() == rows * width && r.lp_tokens.size() == rows * width;
+  return r.rows == rows && r.width == width && r.lp_logits.size() == rows * width &&
+         r.lp_tokens.size() == rows * width && (!r.ranks || r.lp_ranks.size() == rows);
 }
 
 }  // namespace
@@ -178,6 +216,10 @@ const char* rule_name(Rule rule) {
     case Rule::not_top: return "not_top";
     case Rule::padding_count: return "padding_count";
     case Rule::value: return "value";
+    case Rule::rank:
+      return "rank";
+    case Rule::greedy_exact:
+      return "greedy_exact";
   }
   return "unknown";
 }
@@ -202,8 +244,11 @@ double ulp_f32(float value) {
 }
 
 double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
-  return tolerance.atol * std::max(1.0, std::fabs(row_max)) + tolerance.ulps * ulp_f32(static_cast<float>(ref)) +
-         tolerance.summation * std::ldexp(double(vocab), -24);
+  const double v = double(vocab);
+  const double normalizer_size = std::fabs(row_max) + std::log(v);
+  const double sum_error = tolerance.linear_sum ? std::ldexp(v, -24) : tolerance.sigma * std::ldexp(std::sqrt(v), -24);
+  return tolerance.ulps * ulp_f32(static_cast<float>(ref)) +
+         tolerance.norm_ulps * ulp_f32(static_cast<float>(normalizer_size)) + sum_error;
 }
 
 bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
@@ -219,9 +264,14 @@ double largest_finite_logit(std::span<const float> x) {
   return std::isfinite(m) ? m : 0.0;
 }
 
-Verdict compare_result(const RaggedBatch& batch, int levels, const ResultData& reference, const ResultData& got,
+std::uint32_t rank_of(std::span<const float> x, std::uint32_t s) {
+  const float xs = x[s];
+  return static_cast<std::uint32_t>(std::count_if(x.begin(), x.end(), [xs](float v) { return v >= xs; }));
+}
+
+Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance) {
-  const OutputShape shape = validate_batch(batch, levels);
+  const OutputShape shape = validate_batch(batch, k);
   if (!has_shape(reference, shape.rows, shape.width))
     throw std::invalid_argument(fmt::format("compare_result: reference result is [{}, {}], want [{}, {}]",
                                             reference.rows, reference.width, shape.rows, shape.width));
@@ -229,18 +279,15 @@ Verdict compare_result(const RaggedBatch& batch, int levels, const ResultData& r
   if (!has_shape(got, shape.rows, shape.width)) {
     verdict.violations.push_back(
         {Rule::shape, 0, 0, 0, 0,
-         fmt::format("result shape got [{}, {}] with {} values and {} tokens want [{}, {}] (N = lp_output_offsets[B], "
-                     "W = 2^levels)",
-                     got.rows, got.width, got.lp_logits.size(), got.lp_tokens.size(), shape.rows, shape.width)});
+         fmt::format("result shape got [{}, {}] with {} values, {} tokens{} want [{}, {}] (N = lp_output_offsets[B], "
+                     "W = K + 1){}",
+                     got.rows, got.width, got.lp_logits.size(), got.lp_tokens.size(),
+                     got.ranks ? fmt::format(" and {} ranks", got.lp_ranks.size()) : "", shape.rows, shape.width,
+                     got.ranks ? ", ranks [N]" : "")});
     return verdict;
   }
-  RowJudge judge(batch, levels, tolerance, verdict);
-  const auto loo = batch.lp_output_offsets;
-  std::uint64_t b = 0;
-  for (const RowTask& task : plan_rows(batch)) {
-    while (loo[b + 1] <= task.output_row) ++b;
-    judge.judge(b, task, reference, got);
-  }
+  RowJudge judge(batch, k, tolerance, verdict);
+  for (const RowTask& task : plan_rows(batch)) judge.judge(task, reference, got);
   return verdict;
 }
 

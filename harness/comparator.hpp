@@ -11,35 +11,38 @@
 
 namespace logprobs {
 
-// A value v with reference value ref, in a row of V logits whose largest finite logit is m,
-// agrees when
+// A value v with reference value ref, in a row of V logits whose largest finite x is m, agrees
+// when
 //
-//   |v - ref| <= atol * max(1, |m|) + ulps * ulp(ref) + summation * V * 2^-24.
+//   |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) + sum_err(V)
 //
-// The first two terms are SPEC §5's. The third is the worst-case error of the normalizer of a
-// backend that sums exp(x_j - m) in f32: an f32 sum of V nonnegative terms, in any order, has a
-// relative error of at most gamma_{V-1} ~= (V - 1) * 2^-24 (Higham, Accuracy and Stability of
-// Numerical Algorithms, 4.2), which log S turns into the same absolute error of every value. It
-// is not slack: the `max` port reaches 95% of it at V = 152064 on a row with one dominant logit
-// and every other logit 16.6 below it (each exp then just under half an ulp of the running
-// sum, so each addition rounds), an LLM-like row. The remaining f32 errors (exp, x_j - m, log S)
-// are O(2^-24 * log V), inside atol. summation = 0 gives SPEC's rule without the term.
+// with ulp(y) the spacing of f32 values at |y|. The first term is the output's own rounding; the
+// second the rounding of the normalizer n, whose size is about |m| + log S <= |m| + log V; the
+// third the error of the sum S = sum_j exp(x_j - m), which log S turns into the same absolute
+// error of every value: sigma * sqrt(V) * 2^-24 for a sum whose rounding errors do not all point
+// one way (blocked, pairwise or multi-lane sums), or, for a backend that declares one f32 chain
+// (linear_sum), V * 2^-24, Higham's bound gamma_{V-1} for a sum of V nonnegative terms (Accuracy
+// and Stability of Numerical Algorithms, 4.2): the `max` port reaches 95% of it at V = 152064 on
+// a row with one dominant logit and every other 16.6 below it, where each addition rounds.
 struct Tolerance {
-  double atol = 1e-5;     // scaled by max(1, |m|), m the row's largest finite logit
-  double ulps = 4;        // units in the last place of the f32 reference value
-  double summation = 1;   // multiple of the f32 summation bound V * 2^-24
+  double ulps = 4;          // units in the last place of the f32 reference value
+  double norm_ulps = 4;     // units in the last place of |m| + log V
+  double sigma = 2;         // sum_err(V) = sigma * sqrt(V) * 2^-24
+  bool linear_sum = false;  // sum_err(V) = V * 2^-24 instead (one f32 chain)
 };
 
-// Which SPEC §5 rule a violation breaks.
+// Which SPEC §5/§6 rule a violation breaks.
 enum class Rule {
-  shape,              // the result is not [N, W]
-  last_token,         // the last slot's token is not the evaluated token s
-  token_range,        // a top token is neither below V nor the padding token V
-  duplicate_token,    // a top token appears twice in the row
-  not_candidate,      // a top token's logit is NaN or -inf
-  not_top,            // the top tokens' logits are not the K largest candidate logits
-  padding_count,      // more or fewer padding slots than K minus the number of candidates
-  value,              // a value is outside tolerance, or NaN/inf where the reference differs
+  shape,            // the result is not [N, W] (or its ranks not [N])
+  last_token,       // the last slot's token is not the evaluated token s
+  token_range,      // a top token is neither below V nor the padding token V
+  duplicate_token,  // a top token appears twice in the row
+  not_candidate,    // a top token's x is NaN or -inf
+  not_top,          // the top tokens' x are not the K largest candidate x
+  padding_count,    // more or fewer padding slots than K minus the number of candidates
+  value,            // a value is outside tolerance, or NaN/inf where the reference differs
+  rank,             // a reported rank is not the number of x_j >= x_s
+  greedy_exact,     // s is among the top tokens, and its top value and last value differ in bits
 };
 
 const char* rule_name(Rule rule);
@@ -60,11 +63,10 @@ struct Violation {
 // they passed). NaN and infinities, which must match exactly, do not count here.
 struct ErrorStats {
   std::uint64_t rows = 0;
-  std::uint64_t values = 0;   // finite values compared
+  std::uint64_t values = 0;  // finite values compared
   double max_abs_error = 0;
-  // |got - ref| / ulp(ref), ulp of the f32 reference value. A log-probability near 0 (a token
-  // of probability near 1) has a tiny ulp, so a small absolute error reads as a great many ULPs
-  // there: read this next to max_abs_error.
+  // |got - ref| / ulp(ref), over values with |ref| >= 2^-10 only: nearer 0 a tiny ulp makes the
+  // figure meaningless (a log-probability near 0 is a token of probability near 1).
   double max_ulp_error = 0;
   // max |got - ref| / allowed: the share of the tolerance used (<= 1 passes). Comparable across
   // rows of any scale and values of any size, so the figure to compare two backends' accuracy by.
@@ -78,28 +80,32 @@ struct Verdict {
   bool ok() const { return violations.empty(); }
 };
 
-// Judges `got` (any implementation's output for `batch` at `levels`) against the input and the
-// reference backend's `reference` output, as SPEC §5 says: tokens exact and tie-aware, padding
-// count exact, values within tolerance. A result of the wrong shape is one violation.
-// Throws InvalidBatch if the batch itself breaks SPEC §4, and std::invalid_argument if
-// `reference` is not of shape [N, W].
-Verdict compare_result(const RaggedBatch& batch, int levels, const ResultData& reference, const ResultData& got,
+// Judges `got` (any implementation's output for `batch` at top-K width `k`) against the input
+// and the reference backend's `reference` output, as SPEC §5 and §6 say: tokens exact and
+// tie-aware, padding count exact, ranks exact when `got` has them, the evaluated token's top
+// slot the same bits as its last slot, values within tolerance. A result of the wrong shape is
+// one violation. Throws InvalidBatch if the batch itself breaks SPEC §4, and
+// std::invalid_argument if `reference` is not of shape [N, W].
+Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultData& reference, const ResultData& got,
                        const Tolerance& tolerance = {});
-inline Verdict compare_result(const BatchData& batch, int levels, const ResultData& reference, const ResultData& got,
-                              const Tolerance& tolerance = {}) {
-  return compare_result(batch.view(), levels, reference, got, tolerance);
+inline Verdict compare_result(const BatchData& batch, std::uint32_t k, const ResultData& reference,
+                              const ResultData& got, const Tolerance& tolerance = {}) {
+  return compare_result(batch.view(), k, reference, got, tolerance);
 }
 
 // The error allowed between a value and its reference value `ref` in a row of `vocab` logits
-// whose largest finite logit is `row_max` (see Tolerance).
+// whose largest finite x is `row_max` (see Tolerance).
 double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
 
 // SPEC §5's rule for one value: NaN matches NaN, an infinity the same infinity, anything else
 // within allowed_error of `want`, the reference's value.
 bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
 
-// The largest finite logit of a row, 0 when it has none: the `row_max` of the rules above.
+// The largest finite x of a row, 0 when it has none: the `row_max` of the rules above.
 double largest_finite_logit(std::span<const float> x);
+
+// SPEC §2.9: the number of x_j >= x_s (NaN never counted; 0 when x_s is NaN).
+std::uint32_t rank_of(std::span<const float> x, std::uint32_t s);
 
 // The spacing of f32 values at |value| (the smallest subnormal at 0).
 double ulp_f32(float value);

@@ -10,18 +10,25 @@ namespace logprobs {
 
 struct BackendOutcome {
   Verdict verdict;
-  std::string error;   // what the backend threw, if it threw (then verdict is empty)
-  double seconds = 0;  // time spent in the backend's run()
+  std::string error;    // what the backend threw, if it threw (then verdict is empty)
+  std::string skipped;  // the optional part the backend lacks for this case (then it did not run)
+  double seconds = 0;   // time spent in the backend's run()
   bool ok() const { return error.empty() && verdict.ok(); }
 };
 
-// Runs `backend` on `batch` at `levels` (an exception it throws becomes outcome.error) and judges
-// the result against `reference`, the reference backend's result for the same batch and levels.
-BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, int levels, const ResultData& reference,
-                             const Tolerance& tolerance);
+// The tolerance `backend` is judged by: `tolerance`, with the one-chain summation term when the
+// backend declares one f32 chain (SPEC §5).
+Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
+
+// Runs `backend` on `batch` at top-K width `k`, asking for ranks when `ranks` (an exception it
+// throws becomes outcome.error), and judges the result against `reference`, the reference
+// backend's result for the same batch and K. A backend lacking an optional part the case needs
+// (SPEC §4) is not run: outcome.skipped names the part.
+BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
+                             const ResultData& reference, const Tolerance& tolerance);
 
 // `got`, from any implementation, judged against the reference backend's result for the batch.
-Verdict judge_against_reference(const BatchData& batch, int levels, const ResultData& got,
+Verdict judge_against_reference(const BatchData& batch, std::uint32_t k, const ResultData& got,
                                 const Tolerance& tolerance = {});
 
 }  // namespace logprobs

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -239,20 +238,6 @@ void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> 
     fs::remove(temp, ignored);
     fail(fmt::format("cannot rename {} into place: {}", temp.string(), ec.message()));
   }
-}
-
-float bf16_to_f32(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
-float f16_to_f32(std::uint16_t bits) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
-  const std::uint32_t exponent = (bits >> 10) & 0x1fu;
-  const std::uint32_t mantissa = bits & 0x3ffu;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in f32
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-  return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
 }
 
 }  // namespace logprobs

@@ -110,8 +110,4 @@ SafetensorsTensor tensor_of(std::string name, std::string dtype, std::vector<std
 void write_safetensors(const std::filesystem::path& path, std::span<const SafetensorsTensor> tensors,
                        const FileMetadata& metadata);
 
-// Half-precision widening (exact: every bf16 and f16 value is an f32 value).
-float bf16_to_f32(std::uint16_t bits);
-float f16_to_f32(std::uint16_t bits);
-
 }  // namespace logprobs

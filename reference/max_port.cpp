@@ -1,12 +1,15 @@
 // The `max` backend: a faithful port of Modular MAX's compute_log_probabilities_1tok, so the
 // harness can show how the contract relates to MAX's kernel and how far optimized backends
-// outrun it. Deliberately unoptimized; keep it faithful rather than fast:
+// outrun it. It implements what MAX's kernel does, contract version 1 (f32 logits, K = 2^L - 1,
+// no temperatures, no ranks), and declares its one f32 chain of sums (SPEC §5). Deliberately
+// unoptimized; keep it faithful rather than fast:
 //   - f32 scalar, three passes over the row: max, sum of exp, then a heap pass;
 //   - a fixed-height min-heap of K = 2^levels - 1 slots, all starting as (V, -inf);
 //   - an element replaces the root only when strictly greater, so NaN and -inf never enter,
 //     and among ties the earliest tokens stay;
 //   - heap_down always runs levels - 1 steps (no early exit);
 //   - top slots are written in the heap's array order.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -37,7 +40,8 @@ void heap_down(std::vector<HeapEntry>& heap, int levels) {
   }
 }
 
-void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, const LogprobsOutput& out) {
+void compute_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, const LogprobsOutput& out) {
+  const int levels = std::bit_width(k);  // K = 2^levels - 1: the port runs only those
   const float* x = batch.logit_row(task.logit_row).data();
   const std::uint64_t vocab = batch.vocab;
 
@@ -47,7 +51,6 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
   for (std::uint64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max_value);
   const float n = -(max_value + std::log(sum));
 
-  const std::uint32_t k = top_k(levels);
   std::vector<HeapEntry> heap(k, {-std::numeric_limits<float>::infinity(), static_cast<std::uint32_t>(vocab)});
   if (k > 0) {
     for (std::uint64_t j = 0; j < vocab; ++j) {
@@ -71,7 +74,10 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
 }  // namespace
 
 std::unique_ptr<Backend> make_max_backend() {
-  return make_row_backend("max", "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height min-heap",
+  return make_row_backend({.name = "max",
+                           .description = "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height "
+                                          "min-heap (contract v1: f32, K = 2^L - 1)",
+                           .sums_in_one_chain = true},
                           compute_row);
 }
 

@@ -1,13 +1,15 @@
-// The reference backend: SPEC §2 and §3 written out plainly, in double precision.
+// The reference backend: SPEC §2 and §3 written out plainly, in double precision, with every
+// optional part of the contract (16-bit logits, temperatures, any K, ranks).
 //
-// m, S and the normalizer n are computed in double and each output value is rounded once to
-// f32, so the harness measures every other backend's error against a near-exact answer.
+// x is the row as SPEC §2.5 defines it (read_row: widened to f32, divided by the temperature in
+// f32). m, S and the normalizer n are computed in double and each output value is rounded once
+// to f32, so the harness measures every other backend's error against a near-exact answer.
 // Top slots come in descending value, ascending token order.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
+#include <vector>
 
 #include "row_backend.hpp"
 
@@ -38,12 +40,18 @@ std::vector<std::uint32_t> top_tokens(const Eigen::ArrayXd& x, std::uint32_t k) 
   return candidates;
 }
 
-void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, const LogprobsOutput& out) {
-  const auto row = batch.logit_row(task.logit_row);
+// SPEC §2.9: how many x_j are >= x_s (a NaN compares false, so it is never counted, and a NaN
+// x_s counts nothing).
+std::uint32_t rank_of(const Eigen::ArrayXd& x, std::uint32_t s) {
+  return static_cast<std::uint32_t>((x >= x[s]).count());
+}
+
+void compute_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, const LogprobsOutput& out) {
+  std::vector<float> row(batch.vocab);
+  read_row(batch, task, row);
   const Eigen::ArrayXd x = Eigen::Map<const Eigen::ArrayXf>(row.data(), Eigen::Index(row.size())).cast<double>();
   const double n = normalizer(x);
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
-  const std::uint32_t k = top_k(levels);
 
   float* values = out.row_values(task.output_row);
   std::uint32_t* tokens = out.row_tokens(task.output_row);
@@ -55,13 +63,16 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, int levels, cons
   }
   tokens[k] = task.token;
   values[k] = static_cast<float>(x[task.token] + n);
+  if (out.ranks) out.lp_ranks[task.output_row] = rank_of(x, task.token);
 }
 
 }  // namespace
 
 std::unique_ptr<Backend> make_reference_backend() {
-  return make_row_backend(std::string(kReferenceName),
-                          "Eigen, double-precision normalizer, exact top-K by sorting (the contract's answer)",
+  return make_row_backend({.name = std::string(kReferenceName),
+                           .description = "Eigen, double-precision normalizer, exact top-K by sorting, every "
+                                          "optional part (the contract's answer)",
+                           .features = Features::all()},
                           compute_row);
 }
 

@@ -10,9 +10,16 @@
 
 namespace logprobs {
 
-// Computes output row task.output_row of `out`.
-using RowFunction = void (*)(const RaggedBatch& batch, const RowTask& task, int levels, const LogprobsOutput& out);
+// Computes output row task.output_row of `out` (and its rank, when out.ranks).
+using RowFunction = void (*)(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, const LogprobsOutput& out);
 
-std::unique_ptr<Backend> make_row_backend(std::string name, std::string description, RowFunction row);
+struct RowBackendInfo {
+  std::string name;
+  std::string description;
+  Features features;
+  bool sums_in_one_chain = false;
+};
+
+std::unique_ptr<Backend> make_row_backend(RowBackendInfo info, RowFunction row);
 
 }  // namespace logprobs

@@ -13,7 +13,7 @@ std::vector<RowTask> plan_rows(const RaggedBatch& batch) {
     for (std::uint64_t o = loo[b]; o < loo[b + 1]; ++o) {
       const std::uint64_t r = loo[b + 1] - o - 1;  // rows after this one in the batch
       const std::uint32_t token = r == 0 ? batch.sampled_tokens[b] : batch.tokens[tro[b + 1] - r];
-      tasks.push_back({o, lro[b + 1] - r - 1, token});
+      tasks.push_back({o, lro[b + 1] - r - 1, token, static_cast<std::uint32_t>(b)});
     }
   }
   return tasks;

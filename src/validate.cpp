@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string_view>
@@ -23,20 +24,26 @@ struct Offsets {
   std::span<const std::uint32_t> values;
 };
 
-void check_shape(const RaggedBatch& batch, int levels) {
+bool known_dtype(LogitsDtype dtype) {
+  return dtype == LogitsDtype::f32 || dtype == LogitsDtype::bf16 || dtype == LogitsDtype::f16;
+}
+
+void check_shape(const RaggedBatch& batch, std::uint32_t k) {
   if (batch.vocab == 0) fail("vocab: must be at least 1, got 0");
   if (batch.vocab > kMaxVocab)
     fail("vocab: {} exceeds {} (the padding token V must fit in u32)", batch.vocab, kMaxVocab);
-  if (levels < 0 || levels > kMaxLevels) fail("levels: {} is outside 0..{}", levels, kMaxLevels);
-  if (batch.row_stride < batch.vocab)
-    fail("row_stride: {} is less than vocab {}", batch.row_stride, batch.vocab);
-  // Byte offsets into the logits must fit a pointer difference; a count that fits 64 bits but
-  // not as bytes would make host pointer arithmetic and device copy sizes wrap.
-  constexpr std::uint64_t kMaxFloats = std::numeric_limits<std::ptrdiff_t>::max() / sizeof(float);
-  if (batch.rows > 0 && batch.rows > kMaxFloats / batch.row_stride)
-    fail("logits: rows * row_stride = {} * {} overflows the address space (at most {} floats)", batch.rows,
-         batch.row_stride, kMaxFloats);
+  if (k > kMaxK) fail("k: {} exceeds {} (levels 0..{})", k, kMaxK, kMaxLevels);
+  if (batch.row_stride < batch.vocab) fail("row_stride: {} is less than vocab {}", batch.row_stride, batch.vocab);
   if (batch.rows > 0 && batch.logits == nullptr) fail("logits: null pointer for {} rows", batch.rows);
+  // Byte offsets into the logits must fit a pointer difference; a count that fits 64 bits but
+  // not as bytes would make host pointer arithmetic and device copy sizes wrap. (An unknown
+  // dtype, reported next, counts as the widest.)
+  const std::uint64_t element_bytes = known_dtype(batch.dtype) ? dtype_bytes(batch.dtype) : 4;
+  const std::uint64_t max_elements = std::numeric_limits<std::ptrdiff_t>::max() / element_bytes;
+  if (batch.rows > 0 && batch.rows > max_elements / batch.row_stride)
+    fail("logits: rows * row_stride = {} * {} overflows the address space (at most {} elements of {} bytes)",
+         batch.rows, batch.row_stride, max_elements, element_bytes);
+  if (!known_dtype(batch.dtype)) fail("logits: unknown dtype (value {})", static_cast<int>(batch.dtype));
 }
 
 void check_offsets(const RaggedBatch& batch, std::span<const Offsets> all) {
@@ -54,6 +61,13 @@ void check_offsets(const RaggedBatch& batch, std::span<const Offsets> all) {
       fail("{}: length {} but sampled_tokens has {} entries, so B + 1 = {} were expected", o.name,
            o.values.size(), b_count, b_count + 1);
   }
+  if (batch.has_temperatures() && batch.temperatures->size() != b_count)
+    fail("temperatures: length {} but sampled_tokens has {} entries (one temperature per batch item)",
+         batch.temperatures->size(), b_count);
+}
+
+void check_offsets_increase(const RaggedBatch& batch, std::span<const Offsets> all) {
+  const std::uint64_t b_count = batch.batch_size();
   for (const Offsets& o : all) {
     for (std::uint64_t b = 0; b < b_count; ++b) {
       if (o.values[b + 1] < o.values[b])
@@ -99,20 +113,31 @@ void check_batches(const RaggedBatch& batch) {
   }
 }
 
+void check_temperatures(const RaggedBatch& batch) {
+  if (!batch.has_temperatures()) return;
+  for (std::uint64_t b = 0; b < batch.temperatures->size(); ++b) {
+    const float t = (*batch.temperatures)[b];
+    if (!std::isfinite(t) || !(t > 0.0f))
+      fail("batch {}: temperatures[{}] = {} is not a finite number above 0", b, b, t);
+  }
+}
+
 }  // namespace
 
-OutputShape validate_batch(const RaggedBatch& batch, int levels) {
-  check_shape(batch, levels);
+OutputShape validate_batch(const RaggedBatch& batch, std::uint32_t k) {
+  check_shape(batch, k);
   const Offsets offsets[] = {{"logit_row_offsets", batch.logit_row_offsets},
                              {"token_row_offsets", batch.token_row_offsets},
                              {"lp_output_offsets", batch.lp_output_offsets}};
   check_offsets(batch, offsets);
+  check_offsets_increase(batch, offsets);
   check_batches(batch);
-  return {batch.output_rows(), slots_per_row(levels)};
+  check_temperatures(batch);
+  return {batch.output_rows(), slots_per_row(k)};
 }
 
-void validate_batch(const RaggedBatch& batch, int levels, const LogprobsOutput& out) {
-  const OutputShape want = validate_batch(batch, levels);
+void validate_batch(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) {
+  const OutputShape want = validate_batch(batch, k);
   if (out.rows != want.rows || out.width != want.width)
     fail("outputs: shape [{}, {}] but [N, W] = [{}, {}] was expected", out.rows, out.width, want.rows,
          want.width);
@@ -123,6 +148,10 @@ void validate_batch(const RaggedBatch& batch, int levels, const LogprobsOutput& 
   if (out.lp_tokens.size() != size)
     fail("lp_tokens: {} elements but [N, W] = [{}, {}] needs {}", out.lp_tokens.size(), want.rows,
          want.width, size);
+  if (out.ranks && out.lp_ranks.size() != want.rows)
+    fail("lp_ranks: {} elements but [N] = [{}] was expected", out.lp_ranks.size(), want.rows);
+  if (!out.ranks && !out.lp_ranks.empty())
+    fail("lp_ranks: {} elements given but ranks were not asked for", out.lp_ranks.size());
 }
 
 }  // namespace logprobs

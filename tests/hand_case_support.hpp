@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "harness/batch_data.hpp"
-#include "harness/comparator.hpp"
+#include "harness/judge.hpp"
 #include "verdict_assertion.hpp"
 
 namespace logprobs {
@@ -101,10 +101,9 @@ struct Want {
 // and independent of the reference backend, which these tests judge too: each value x_t + n
 // rounded once to f32, the top slots the K largest candidates (value descending, token
 // ascending), then padding (V, -inf + n), then the evaluated token.
-inline ResultData expected_result(const RaggedBatch& batch, int levels, const std::vector<Want>& rows) {
-  const std::uint32_t k = top_k(levels);
+inline ResultData expected_result(const RaggedBatch& batch, std::uint32_t k, const std::vector<Want>& rows) {
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
-  ResultData want(rows.size(), slots_per_row(levels));
+  ResultData want(rows.size(), slots_per_row(k));
   for (std::uint64_t o = 0; o < rows.size(); ++o) {
     const std::span<const float> x = batch.logit_row(rows[o].logit_row);
     const double n = expected_normalizer(x);
@@ -126,15 +125,15 @@ inline ResultData expected_result(const RaggedBatch& batch, int levels, const st
 
 // `got` judged by the comparator (SPEC §5) against the hand-computed result, output row o
 // reading rows[o]; by default, the rows plan_rows gives.
-inline ::testing::AssertionResult matches_by_hand(const RaggedBatch& batch, int levels, const ResultData& got,
-                                                  std::vector<Want> rows = {}) {
+inline ::testing::AssertionResult matches_by_hand(const RaggedBatch& batch, std::uint32_t k, const ResultData& got,
+                                                  std::vector<Want> rows = {}, const Tolerance& tolerance = {}) {
   if (rows.empty())
     for (const RowTask& task : plan_rows(batch)) rows.push_back({task.logit_row, task.token});
-  return testing_support::agrees(compare_result(batch, levels, expected_result(batch, levels, rows), got));
+  return testing_support::agrees(compare_result(batch, k, expected_result(batch, k, rows), got, tolerance));
 }
-inline ::testing::AssertionResult matches_by_hand(const BatchData& batch, int levels, const ResultData& got,
-                                                  std::vector<Want> rows = {}) {
-  return matches_by_hand(batch.view(), levels, got, std::move(rows));
+inline ::testing::AssertionResult matches_by_hand(const BatchData& batch, std::uint32_t k, const ResultData& got,
+                                                  std::vector<Want> rows = {}, const Tolerance& tolerance = {}) {
+  return matches_by_hand(batch.view(), k, got, std::move(rows), tolerance);
 }
 
 // SPEC §5's value rule (the comparator's, value_agrees) for one value worked out by hand in
@@ -149,10 +148,9 @@ inline ::testing::AssertionResult value_close(float got, double want, std::span<
 // The top slots of row o, sorted by (value desc, token asc) as the contract allows comparing
 // them; NaN values sort last, by token.
 inline std::vector<std::pair<float, std::uint32_t>> sorted_top_slots(const ResultData& result, std::uint64_t o,
-                                                                     int levels) {
+                                                                     std::uint32_t k) {
   std::vector<std::pair<float, std::uint32_t>> slots;
-  for (std::uint32_t slot = 0; slot < top_k(levels); ++slot)
-    slots.emplace_back(result.value(o, slot), result.token(o, slot));
+  for (std::uint32_t slot = 0; slot < k; ++slot) slots.emplace_back(result.value(o, slot), result.token(o, slot));
   std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) {
     if (std::isnan(a.first) != std::isnan(b.first)) return std::isnan(b.first);
     if (!std::isnan(a.first) && a.first != b.first) return a.first > b.first;
@@ -161,9 +159,9 @@ inline std::vector<std::pair<float, std::uint32_t>> sorted_top_slots(const Resul
   return slots;
 }
 
-inline std::vector<std::uint32_t> sorted_top_tokens(const ResultData& result, std::uint64_t o, int levels) {
+inline std::vector<std::uint32_t> sorted_top_tokens(const ResultData& result, std::uint64_t o, std::uint32_t k) {
   std::vector<std::uint32_t> tokens;
-  for (std::uint32_t slot = 0; slot < top_k(levels); ++slot) tokens.push_back(result.token(o, slot));
+  for (std::uint32_t slot = 0; slot < k; ++slot) tokens.push_back(result.token(o, slot));
   std::sort(tokens.begin(), tokens.end());
   return tokens;
 }
@@ -190,7 +188,12 @@ class EveryBackend : public ::testing::TestWithParam<const Backend*> {
     if (!availability.available) GTEST_SKIP() << backend().name() << " is unavailable: " << availability.reason;
   }
   const Backend& backend() const { return *GetParam(); }
-  ResultData run(const BatchData& batch, int levels) const { return run_backend(backend(), batch, levels); }
+  ResultData run(const BatchData& batch, std::uint32_t k) const { return run_backend(backend(), batch, k); }
+  // matches_by_hand at the tolerance this backend is judged by (SPEC §5: one f32 chain or not).
+  ::testing::AssertionResult judged_by_hand(const BatchData& batch, std::uint32_t k, const ResultData& got,
+                                            std::vector<Want> rows = {}) const {
+    return matches_by_hand(batch, k, got, std::move(rows), tolerance_for(backend(), {}));
+  }
 };
 
 // The hand cases' suite, whose tests lie in several files of one executable.

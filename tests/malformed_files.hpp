@@ -78,8 +78,9 @@ inline std::vector<MalformedFile> malformed_batch_files() {
           [](Header& h) { h["logits"]["shape"] = {2}; });
   altered("offsets of rank 2", "'logit_row_offsets' has shape [1, 2] of rank 2, expected rank 1",
           [](Header& h) { h["logit_row_offsets"]["shape"] = {1, 2}; });
-  altered("levels out of range", "metadata levels = '17' is not an integer in 0..16",
-          [](Header& h) { h["__metadata__"] = {{"levels", "17"}}; });
+  altered("levels out of range", "metadata levels = '17' is not a plain decimal integer in 0..16", [](Header& h) {
+    h["__metadata__"] = {{"levels", "17"}};
+  });
   altered("metadata not a string", "expected a string", [](Header& h) { h["__metadata__"] = {{"levels", 3}}; });
   return files;
 }

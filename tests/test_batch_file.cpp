@@ -1,6 +1,7 @@
 // Batch and result files (SPEC §7): round trips, widening, and every kind of malformed file.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "harness/batch_file.hpp"
+#include "harness/half_precision.hpp"
 #include "malformed_files.hpp"
 #include "temp_dir.hpp"
 
@@ -50,12 +52,13 @@ void expect_same_batch(const BatchData& want, const BatchData& got) {
   ASSERT_EQ(got.rows, want.rows);
   ASSERT_EQ(got.vocab, want.vocab);
   EXPECT_EQ(got.row_stride, want.vocab);  // compacted on load
-  ASSERT_EQ(got.logits.size(), want.rows * want.vocab);
+  ASSERT_EQ(got.dtype, want.dtype);
+  ASSERT_EQ(got.dtype == LogitsDtype::f32 ? got.logits.size() : got.logits16.size(), want.rows * want.vocab);
   for (std::uint64_t i = 0; i < want.rows; ++i)
-    EXPECT_EQ(std::memcmp(got.logits.data() + i * got.row_stride, want.logits.data() + i * want.row_stride,
-                          want.vocab * sizeof(float)),
-              0)
-        << "row " << i;
+    for (std::uint64_t j = 0; j < want.vocab; ++j)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got.logit(i, j)), std::bit_cast<std::uint32_t>(want.logit(i, j)))
+          << "row " << i << ", column " << j;
+  EXPECT_EQ(got.temperatures, want.temperatures);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.sampled_tokens, want.sampled_tokens);
   EXPECT_EQ(got.logit_row_offsets, want.logit_row_offsets);
@@ -63,20 +66,64 @@ void expect_same_batch(const BatchData& want, const BatchData& got) {
   EXPECT_EQ(got.lp_output_offsets, want.lp_output_offsets);
 }
 
-TEST(BatchFile, BatchRoundTripKeepsBitsAndLevels) {
+TEST(BatchFile, BatchRoundTripKeepsBitsAndK) {
   const BatchData batch = small_batch();
   const fs::path path = temp_path("round_trip.safetensors");
-  write_batch_file(path, batch, 3, {{"source", "test"}});
+  write_batch_file(path, batch, 20, {{"source", "test"}});
   const BatchFile file = read_batch_file(path);
   expect_same_batch(batch, file.batch);
-  EXPECT_EQ(file.levels, 3);
+  EXPECT_EQ(file.k, 20u);
+  EXPECT_EQ(file.metadata.at("k"), "20");
   EXPECT_EQ(file.metadata.at("source"), "test");
 }
 
-TEST(BatchFile, LevelsAbsentWithoutMetadata) {
-  const fs::path path = temp_path("no_levels.safetensors");
+TEST(BatchFile, SixteenBitLogitsAndTemperaturesRoundTripInTheirDtype) {
+  for (const LogitsDtype dtype : {LogitsDtype::bf16, LogitsDtype::f16}) {
+    BatchData batch = with_dtype(small_batch(), dtype);
+    batch.temperatures = std::vector<float>{0.05f, 1.0f};
+    const fs::path path = temp_path(std::string("round_trip_") + std::string(dtype_name(dtype)) + ".safetensors");
+    write_batch_file(path, batch, 7);
+    const BatchFile file = read_batch_file(path);
+    EXPECT_EQ(file.batch.dtype, dtype) << "a 16-bit batch stays 16-bit";
+    EXPECT_TRUE(file.batch.logits.empty());
+    expect_same_batch(batch, file.batch);
+  }
+}
+
+TEST(BatchFile, KAbsentWithoutMetadata) {
+  const fs::path path = temp_path("no_k.safetensors");
   write_batch_file(path, small_batch());
-  EXPECT_EQ(read_batch_file(path).levels, std::nullopt);
+  EXPECT_EQ(read_batch_file(path).k, std::nullopt);
+}
+
+// Version-1 files name MAX's levels; "k" and "levels" together must agree. Numbers are plain
+// decimal: no sign, no leading zero.
+TEST(BatchFile, MetadataKAndLevels) {
+  const auto k_of = [](const FileMetadata& metadata) {
+    const fs::path path = temp_path("metadata_k.safetensors");
+    write_batch_file(path, small_batch(), std::nullopt, metadata);
+    return read_batch_file(path).k;
+  };
+  EXPECT_EQ(k_of({{"levels", "3"}}), 7u);
+  EXPECT_EQ(k_of({{"levels", "16"}}), 65535u);
+  EXPECT_EQ(k_of({{"k", "0"}}), 0u);
+  EXPECT_EQ(k_of({{"k", "255"}, {"levels", "8"}}), 255u);
+  const auto refused = [&](const FileMetadata& metadata, const std::string& fragment) {
+    try {
+      k_of(metadata);
+      return ::testing::AssertionFailure() << "accepted";
+    } catch (const FileError& e) {
+      if (std::string(e.what()).find(fragment) == std::string::npos)
+        return ::testing::AssertionFailure() << "message " << e.what();
+    }
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(refused({{"k", "5"}, {"levels", "3"}}, "k = 5 and levels = 3 disagree"));
+  EXPECT_TRUE(refused({{"k", "65536"}}, "metadata k = '65536' is not a plain decimal integer in 0..65535"));
+  EXPECT_TRUE(refused({{"levels", "17"}}, "metadata levels = '17'"));
+  EXPECT_TRUE(refused({{"k", "03"}}, "metadata k = '03'"));
+  EXPECT_TRUE(refused({{"k", "-0"}}, "metadata k = '-0'"));
+  EXPECT_TRUE(refused({{"k", ""}}, "metadata k = ''"));
 }
 
 TEST(BatchFile, EmptyBatchRoundTrips) {
@@ -90,16 +137,60 @@ TEST(BatchFile, EmptyBatchRoundTrips) {
   expect_same_batch(empty, file.batch);
 }
 
-TEST(BatchFile, ResultRoundTripKeepsBits) {
-  ResultData result(2, 4);
-  result.lp_logits = {-0.5f, -kInf, kNaN, -1.f, 0.f, -2.f, -3.f, -4.f};
-  result.lp_tokens = {1, 7, 7, 0, 3, 2, 1, 0};
-  const fs::path path = temp_path("result.safetensors");
-  write_result_file(path, result, {{"backend", "max"}, {"levels", "2"}});
+TEST(BatchFile, ResultRoundTripKeepsBitsAndRanks) {
+  for (const bool ranks : {false, true}) {
+    ResultData result(2, 4, ranks);
+    result.lp_logits = {-0.5f, -kInf, kNaN, -1.f, 0.f, -2.f, -3.f, -4.f};
+    result.lp_tokens = {1, 7, 7, 0, 3, 2, 1, 0};
+    if (ranks) result.lp_ranks = {4, 1};
+    const fs::path path = temp_path("result.safetensors");
+    write_result_file(path, result, {{"backend", "max"}, {"levels", "2"}});
+    const ResultFile file = read_result_file(path);
+    EXPECT_EQ(file.layout, ResultLayout::packed);
+    EXPECT_TRUE(same_bits(result, file.packed));
+    EXPECT_EQ(file.metadata.at("backend"), "max");
+    EXPECT_EQ(file.k, 3u);
+  }
+}
+
+// The split layout (vLLM's): the evaluated token's id comes from the batch when it is packed.
+TEST(BatchFile, SplitResultRoundTripsAndPacksWithTheBatchsTokens) {
+  const BatchData batch = small_batch();
+  ResultData packed(3, 3, /*ranks=*/true);
+  packed.lp_tokens = {2, 0, 0, 1, 2, 1, 2, 3, 2};  // the last slots: the batch's evaluated tokens 0, 1, 2
+  packed.lp_logits = {-0.2f, -2.7f, -0.2f, -0.7f, -0.7f, -0.7f, kNaN, kNaN, kNaN};
+  packed.lp_ranks = {2, 1, 0};
+  const SplitResult split = split_from_packed(packed);
+  ASSERT_EQ(split.k, 2u);
+  const fs::path path = temp_path("split.safetensors");
+  write_split_result_file(path, split, {{"k", "2"}});
   const ResultFile file = read_result_file(path);
-  EXPECT_TRUE(same_bits(result, file.result));
-  EXPECT_EQ(file.metadata.at("backend"), "max");
-  EXPECT_EQ(file.levels, 2);
+  EXPECT_EQ(file.layout, ResultLayout::split);
+  EXPECT_EQ(file.k, 2u);
+  EXPECT_EQ(file.split.top_tokens, split.top_tokens);
+  EXPECT_EQ(file.split.sampled_ranks, split.sampled_ranks);
+  EXPECT_TRUE(same_bits(file.as_packed(batch.view()), packed)) << "the last slots' tokens are the batch's";
+}
+
+TEST(BatchFile, AResultOfBothLayoutsOrNeitherIsRefused) {
+  ResultData packed(1, 2);
+  const fs::path path = temp_path("layouts.safetensors");
+  const std::vector<std::uint32_t> tokens = {0, 0};
+  const std::vector<float> values = {0.0f, 0.0f};
+  std::vector<SafetensorsTensor> both = {
+      tensor_of("lp_logits", "F32", {1, 2}, std::span<const float>(values)),
+      tensor_of("lp_tokens", "U32", {1, 2}, std::span<const std::uint32_t>(tokens)),
+      tensor_of("sampled_logprobs", "F32", {1}, std::span<const float>(values).first(1)),
+  };
+  write_safetensors(path, both, {});
+  EXPECT_THROW(read_result_file(path), FileError);
+  write_safetensors(path, std::span<const SafetensorsTensor>(both).last(0), {});
+  try {
+    read_result_file(path);
+    ADD_FAILURE() << "an empty file was read as a result";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("neither a packed result"), std::string::npos) << e.what();
+  }
 }
 
 template <typename T>
@@ -126,11 +217,11 @@ TEST(BatchFile, Bf16LogitsAreWidenedExactly) {
   const BatchData batch = read_batch_file(path).batch;
   ASSERT_EQ(batch.vocab, 5u);
   EXPECT_EQ(batch.row_stride, 5u);
-  EXPECT_EQ(batch.logits[0], 1.0f);
-  EXPECT_EQ(batch.logits[1], -2.5f);
-  EXPECT_EQ(batch.logits[2], -kInf);
-  EXPECT_TRUE(std::isnan(batch.logits[3]));
-  EXPECT_EQ(batch.logits[4], std::ldexp(1.0f, -133));
+  EXPECT_EQ(batch.logit(0, 0), 1.0f);
+  EXPECT_EQ(batch.logit(0, 1), -2.5f);
+  EXPECT_EQ(batch.logit(0, 2), -kInf);
+  EXPECT_TRUE(std::isnan(batch.logit(0, 3)));
+  EXPECT_EQ(batch.logit(0, 4), std::ldexp(1.0f, -133));
 }
 
 TEST(BatchFile, F16LogitsAreWidenedExactly) {
@@ -140,13 +231,13 @@ TEST(BatchFile, F16LogitsAreWidenedExactly) {
   write_half_batch(path, "F16", f16);
   const BatchData batch = read_batch_file(path).batch;
   ASSERT_EQ(batch.vocab, 7u);
-  EXPECT_EQ(batch.logits[0], 1.0f);
-  EXPECT_EQ(batch.logits[1], -2.5f);
-  EXPECT_EQ(batch.logits[2], 65504.0f);
-  EXPECT_EQ(batch.logits[3], -kInf);
-  EXPECT_TRUE(std::isnan(batch.logits[4]));
-  EXPECT_EQ(batch.logits[5], std::ldexp(1.0f, -24));
-  EXPECT_TRUE(std::signbit(batch.logits[6]) && batch.logits[6] == 0.0f);
+  EXPECT_EQ(batch.logit(0, 0), 1.0f);
+  EXPECT_EQ(batch.logit(0, 1), -2.5f);
+  EXPECT_EQ(batch.logit(0, 2), 65504.0f);
+  EXPECT_EQ(batch.logit(0, 3), -kInf);
+  EXPECT_TRUE(std::isnan(batch.logit(0, 4)));
+  EXPECT_EQ(batch.logit(0, 5), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::signbit(batch.logit(0, 6)) && batch.logit(0, 6) == 0.0f);
 }
 
 // Malformed files (the table in malformed_files.hpp), each written with raw bytes.

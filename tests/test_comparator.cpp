@@ -6,14 +6,14 @@
 #include <cmath>
 #include <limits>
 
-#include "harness/comparator.hpp"
+#include "harness/judge.hpp"
 
 namespace logprobs {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr int kLevels = 2;  // K = 3 top slots, W = 4
+constexpr std::uint32_t kK = 3;  // W = 4
 
 // Three batch items, one row each (no echo), V = 8:
 //   row 0: distinct logits; row 1: a three-way tie at the K-th place; row 2: only two
@@ -31,8 +31,8 @@ BatchData hand_batch() {
   return b;
 }
 
-ResultData reference_of(const BatchData& b, int levels = kLevels) {
-  return run_backend(reference_backend(), b, levels);
+ResultData reference_of(const BatchData& b, std::uint32_t k = kK, bool ranks = false) {
+  return run_backend(reference_backend(), b, k, ranks);
 }
 
 std::vector<Rule> rules(const Verdict& v) {
@@ -49,7 +49,7 @@ void set(ResultData& r, std::uint64_t row, std::uint64_t slot, std::uint32_t tok
 TEST(Comparator, ReferenceAgreesWithItselfWithZeroError) {
   const BatchData b = hand_batch();
   const ResultData ref = reference_of(b);
-  const Verdict v = compare_result(b, kLevels, ref, ref);
+  const Verdict v = compare_result(b, kK, ref, ref);
   EXPECT_TRUE(v.ok()) << v.violations.front().message();
   EXPECT_EQ(v.stats.rows, 3u);
   EXPECT_EQ(v.stats.max_abs_error, 0.0);
@@ -60,13 +60,13 @@ TEST(Comparator, ReferenceAgreesWithItselfWithZeroError) {
 TEST(Comparator, MaxPortAgreesAndItsErrorIsReportedEvenWhenPassing) {
   const BatchData b = hand_batch();
   const ResultData ref = reference_of(b);
-  const Verdict v = compare_result(b, kLevels, ref, run_backend(*find_backend("max"), b, kLevels));
+  const Verdict v = compare_result(b, kK, ref, run_backend(*find_backend("max"), b, kK));
   EXPECT_TRUE(v.ok()) << v.violations.front().message();
   EXPECT_GT(v.stats.values, 0u);
   // A tiny planted error passes and shows up in the stats.
   ResultData got = ref;
   got.lp_logits[1] = std::nextafter(got.lp_logits[1], kInf);
-  const Verdict nudged = compare_result(b, kLevels, ref, got);
+  const Verdict nudged = compare_result(b, kK, ref, got);
   EXPECT_TRUE(nudged.ok());
   EXPECT_EQ(nudged.stats.max_ulp_error, 1.0);
   EXPECT_GT(nudged.stats.max_abs_error, 0.0);
@@ -74,7 +74,7 @@ TEST(Comparator, MaxPortAgreesAndItsErrorIsReportedEvenWhenPassing) {
   EXPECT_LT(nudged.stats.max_tolerance_used, 1.0);
   // Twice the allowance of the largest row max here fails, and reads as more than all of it.
   got.lp_logits[1] = float(double(ref.lp_logits[1]) + 2 * allowed_error(ref.lp_logits[1], 7.0, b.vocab, Tolerance{}));
-  const Verdict over = compare_result(b, kLevels, ref, got);
+  const Verdict over = compare_result(b, kK, ref, got);
   EXPECT_FALSE(over.ok());
   EXPECT_GT(over.stats.max_tolerance_used, 1.0);
 }
@@ -85,7 +85,7 @@ TEST(Comparator, WrongTokenFails) {
   ResultData got = ref;
   ASSERT_EQ(got.token(0, 2), 1u);           // third largest in row 0: token 1 (1.5)
   set(got, 0, 2, 7, got.value(0, 2));        // token 7 has logit 1.0, not among the top 3
-  const Verdict v = compare_result(b, kLevels, ref, got);
+  const Verdict v = compare_result(b, kK, ref, got);
   ASSERT_EQ(rules(v), std::vector{Rule::not_top});
   EXPECT_EQ(v.violations[0].batch, 0u);
   EXPECT_EQ(v.violations[0].output_row, 0u);
@@ -100,7 +100,7 @@ TEST(Comparator, WrongLastTokenFails) {
   const ResultData ref = reference_of(b);
   ResultData got = ref;
   set(got, 1, 3, 5, got.value(1, 3));
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::last_token});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::last_token});
 }
 
 TEST(Comparator, DuplicateAndOutOfRangeTokensFail) {
@@ -108,11 +108,11 @@ TEST(Comparator, DuplicateAndOutOfRangeTokensFail) {
   const ResultData ref = reference_of(b);
   ResultData dup = ref;
   set(dup, 0, 1, dup.token(0, 0), dup.value(0, 0));
-  const auto dup_rules = rules(compare_result(b, kLevels, ref, dup));
+  const auto dup_rules = rules(compare_result(b, kK, ref, dup));
   EXPECT_NE(std::find(dup_rules.begin(), dup_rules.end(), Rule::duplicate_token), dup_rules.end());
   ResultData range = ref;
   set(range, 0, 1, 9, range.value(0, 1));
-  const auto range_rules = rules(compare_result(b, kLevels, ref, range));
+  const auto range_rules = rules(compare_result(b, kK, ref, range));
   EXPECT_NE(std::find(range_rules.begin(), range_rules.end(), Rule::token_range), range_rules.end());
 }
 
@@ -124,22 +124,38 @@ TEST(Comparator, ValueOffByTenTimesToleranceFails) {
     const float want = ref.value(0, slot);
     const double allowed = allowed_error(want, 3.25, 8, Tolerance{});
     got.lp_logits[slot] = static_cast<float>(want + 10 * allowed);
-    const Verdict v = compare_result(b, kLevels, ref, got);
+    const Verdict v = compare_result(b, kK, ref, got);
     ASSERT_EQ(rules(v), std::vector{Rule::value}) << "slot " << slot;
     EXPECT_EQ(v.violations[0].slot, slot);
     // ... while half the tolerance passes.
     got.lp_logits[slot] = static_cast<float>(want + 0.5 * allowed);
-    EXPECT_TRUE(compare_result(b, kLevels, ref, got).ok()) << "slot " << slot;
+    EXPECT_TRUE(compare_result(b, kK, ref, got).ok()) << "slot " << slot;
   }
 }
 
-TEST(Comparator, ToleranceIsAnOption) {
+TEST(Comparator, EachToleranceTermIsAnOption) {
   const BatchData b = hand_batch();
   const ResultData ref = reference_of(b);
   ResultData got = ref;
   got.lp_logits[0] += 1e-3f;
-  EXPECT_FALSE(compare_result(b, kLevels, ref, got).ok());
-  EXPECT_TRUE(compare_result(b, kLevels, ref, got, Tolerance{.atol = 1e-3}).ok());
+  EXPECT_FALSE(compare_result(b, kK, ref, got).ok());
+  EXPECT_TRUE(compare_result(b, kK, ref, got, Tolerance{.ulps = 1e5}).ok());
+  EXPECT_TRUE(compare_result(b, kK, ref, got, Tolerance{.norm_ulps = 1e5}).ok());
+  EXPECT_TRUE(compare_result(b, kK, ref, got, Tolerance{.sigma = 1e5}).ok());
+  EXPECT_FALSE(compare_result(b, kK, ref, got, Tolerance{.linear_sum = true}).ok()) << "V * 2^-24 at V = 8 is tiny";
+}
+
+// SPEC §5: the terms, at the numbers the SPEC gives them.
+TEST(Comparator, AllowedErrorIsTheSumOfTheThreeTerms) {
+  const double ulp_ref = std::ldexp(1.0, -24);   // ulp(-0.75)
+  const double ulp_norm = std::ldexp(1.0, -19);  // ulp(14 + log 128256 = 25.8)
+  const double sqrt_sum = 2 * std::sqrt(128256.0) * std::ldexp(1.0, -24);
+  EXPECT_DOUBLE_EQ(allowed_error(-0.75, 14.0, 128256, {}), 4 * ulp_ref + 4 * ulp_norm + sqrt_sum);
+  EXPECT_DOUBLE_EQ(allowed_error(-0.75, -14.0, 128256, {.linear_sum = true}),
+                   4 * ulp_ref + 4 * ulp_norm + std::ldexp(128256.0, -24));
+  // "These defaults reject an error of 1e-4 in a value near -1 at every V up to 262144 for |m| <= 16."
+  for (const std::uint64_t vocab : {1ull, 32000ull, 128256ull, 152064ull, 262144ull})
+    for (const double m : {-16.0, 0.0, 16.0}) EXPECT_LT(allowed_error(-1.0, m, vocab, {}), 1e-4) << vocab << " " << m;
 }
 
 // One dominant logit and a flat sea 16.6 below it at V = 152064: the `max` port's f32 running
@@ -155,16 +171,17 @@ TEST(Comparator, SummationTermAdmitsTheF32SumWorstCaseAndNoMore) {
   b.sampled_tokens = {5};
   const ResultData ref = reference_of(b, 1);
   const ResultData max_result = run_backend(*find_backend("max"), b, 1);
-  const Verdict strict = compare_result(b, 1, ref, max_result, Tolerance{.summation = 0});
-  EXPECT_FALSE(strict.ok());
-  const Verdict v = compare_result(b, 1, ref, max_result);
+  const Verdict strict = compare_result(b, 1, ref, max_result);
+  EXPECT_FALSE(strict.ok()) << "the default, sqrt(V) term rejects one f32 chain here";
+  const Verdict v = compare_result(b, 1, ref, max_result, tolerance_for(*find_backend("max"), {}));
   EXPECT_TRUE(v.ok()) << v.violations.front().message();
   const double bound = std::ldexp(double(b.vocab), -24);
   EXPECT_GT(v.stats.max_abs_error, 0.5 * bound);  // the term is needed, not slack
   // A value off by ten times the widened tolerance still fails.
   ResultData got = ref;
-  got.lp_logits[1] = static_cast<float>(ref.value(0, 1) + 10 * allowed_error(ref.value(0, 1), 0.0, b.vocab, {}));
-  EXPECT_EQ(rules(compare_result(b, 1, ref, got)), std::vector{Rule::value});
+  const Tolerance linear{.linear_sum = true};
+  got.lp_logits[1] = static_cast<float>(ref.value(0, 1) + 10 * allowed_error(ref.value(0, 1), 0.0, b.vocab, linear));
+  EXPECT_EQ(rules(compare_result(b, 1, ref, got, linear)), std::vector{Rule::value});
 }
 
 TEST(Comparator, NaNWhereANumberBelongsFails) {
@@ -172,7 +189,7 @@ TEST(Comparator, NaNWhereANumberBelongsFails) {
   const ResultData ref = reference_of(b);
   ResultData got = ref;
   got.lp_logits[1 * 4 + 0] = kNaN;
-  const Verdict v = compare_result(b, kLevels, ref, got);
+  const Verdict v = compare_result(b, kK, ref, got);
   ASSERT_EQ(rules(v), std::vector{Rule::value});
   EXPECT_EQ(v.violations[0].output_row, 1u);
 }
@@ -185,14 +202,14 @@ TEST(Comparator, InfinityMatchesOnlyTheSameInfinity) {
   for (const float wrong : {kInf, kNaN, -1e30f}) {
     ResultData got = ref;
     got.lp_logits[2 * 4 + 3] = wrong;
-    EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::value}) << wrong;
+    EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::value}) << wrong;
     got = ref;
     got.lp_logits[2 * 4 + 2] = wrong;
-    EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::value}) << wrong;
+    EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::value}) << wrong;
   }
   ResultData got = ref;
   got.lp_logits[0] = -kInf;  // a finite value reported as -inf
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::value});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::value});
 }
 
 TEST(Comparator, WrongPaddingCountFails) {
@@ -202,18 +219,18 @@ TEST(Comparator, WrongPaddingCountFails) {
   // A candidate reported as padding: one padding too many, and the K largest not all reported.
   ResultData more = ref;
   set(more, 2, 1, 8, -kInf);
-  const auto more_rules = rules(compare_result(b, kLevels, ref, more));
+  const auto more_rules = rules(compare_result(b, kK, ref, more));
   EXPECT_NE(std::find(more_rules.begin(), more_rules.end(), Rule::padding_count), more_rules.end());
   // Padding replaced by a masked token: one padding too few.
   ResultData fewer = ref;
   set(fewer, 2, 2, 3, -kInf);
-  const auto fewer_rules = rules(compare_result(b, kLevels, ref, fewer));
+  const auto fewer_rules = rules(compare_result(b, kK, ref, fewer));
   EXPECT_NE(std::find(fewer_rules.begin(), fewer_rules.end(), Rule::padding_count), fewer_rules.end());
   EXPECT_NE(std::find(fewer_rules.begin(), fewer_rules.end(), Rule::not_candidate), fewer_rules.end());
   // Padding in a row with enough candidates.
   ResultData spurious = ref;
   set(spurious, 0, 2, 8, -kInf);
-  const auto spurious_rules = rules(compare_result(b, kLevels, ref, spurious));
+  const auto spurious_rules = rules(compare_result(b, kK, ref, spurious));
   EXPECT_NE(std::find(spurious_rules.begin(), spurious_rules.end(), Rule::padding_count), spurious_rules.end());
 }
 
@@ -226,15 +243,16 @@ TEST(Comparator, TieBrokenTheOtherWayPasses) {
   ResultData got = ref;
   set(got, 1, 1, 4, ref.value(1, 1));
   set(got, 1, 2, 1, ref.value(1, 2));
-  const Verdict v = compare_result(b, kLevels, ref, got);
+  const Verdict v = compare_result(b, kK, ref, got);
   EXPECT_TRUE(v.ok()) << v.violations.front().message();
-  // A tied token whose value is wrong still fails: ties are judged by the equal logit's value.
+  // A tied token whose value is wrong still fails: ties are judged by the equal logit's value
+  // (and token 4 is this row's evaluated token, so its last slot no longer holds the same bits).
   set(got, 1, 1, 4, ref.value(1, 1) + 0.01f);
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::value});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), (std::vector{Rule::greedy_exact, Rule::value}));
   // Two tied tokens that displace the larger logit fail.
   ResultData displaced = ref;
   set(displaced, 1, 0, 4, ref.value(1, 1));
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, displaced)), std::vector{Rule::not_top});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, displaced)), std::vector{Rule::not_top});
 }
 
 TEST(Comparator, TopSlotsReorderedPass) {
@@ -245,7 +263,7 @@ TEST(Comparator, TopSlotsReorderedPass) {
     set(got, row, 0, ref.token(row, 2), ref.value(row, 2));
     set(got, row, 2, ref.token(row, 0), ref.value(row, 0));
   }
-  const Verdict v = compare_result(b, kLevels, ref, got);
+  const Verdict v = compare_result(b, kK, ref, got);
   EXPECT_TRUE(v.ok()) << v.violations.front().message();
 }
 
@@ -253,12 +271,12 @@ TEST(Comparator, WrongShapeIsOneViolation) {
   const BatchData b = hand_batch();
   const ResultData ref = reference_of(b);
   const ResultData narrow(3, 2);
-  const Verdict v = compare_result(b, kLevels, ref, narrow);
+  const Verdict v = compare_result(b, kK, ref, narrow);
   ASSERT_EQ(rules(v), std::vector{Rule::shape});
   EXPECT_NE(v.violations[0].message().find("[3, 2]"), std::string::npos) << v.violations[0].message();
   ResultData short_values = ref;
   short_values.lp_logits.pop_back();
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, short_values)), std::vector{Rule::shape});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, short_values)), std::vector{Rule::shape});
 }
 
 TEST(Comparator, SpecialRowsFollowSpecSection3) {
@@ -274,23 +292,23 @@ TEST(Comparator, SpecialRowsFollowSpecSection3) {
   b.token_row_offsets = {0, 0, 0, 0};
   const ResultData ref = reference_of(b);
   for (std::uint64_t i = 0; i < ref.lp_logits.size(); ++i) EXPECT_TRUE(std::isnan(ref.lp_logits[i])) << i;
-  EXPECT_TRUE(compare_result(b, kLevels, ref, ref).ok());
-  EXPECT_TRUE(compare_result(b, kLevels, ref, run_backend(*find_backend("max"), b, kLevels)).ok());
+  EXPECT_TRUE(compare_result(b, kK, ref, ref).ok());
+  EXPECT_TRUE(compare_result(b, kK, ref, run_backend(*find_backend("max"), b, kK)).ok());
   // Token 1 (NaN) may not enter; +inf must enter first.
   ResultData got = ref;
   set(got, 0, 2, 1, kNaN);
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::not_candidate});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::not_candidate});
   got = ref;
   ASSERT_EQ(ref.token(1, 0), 1u);
   set(got, 1, 0, 3, kNaN);  // token 3 (0.5) in place of +inf
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::not_top});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::not_top});
   // A number where NaN belongs fails.
   got = ref;
   got.lp_logits[2 * 4 + 0] = -kInf;
-  EXPECT_EQ(rules(compare_result(b, kLevels, ref, got)), std::vector{Rule::value});
+  EXPECT_EQ(rules(compare_result(b, kK, ref, got)), std::vector{Rule::value});
 }
 
-TEST(Comparator, LevelsZeroJudgesTheOneSlot) {
+TEST(Comparator, KZeroJudgesTheOneSlot) {
   const BatchData b = hand_batch();
   const ResultData ref = reference_of(b, 0);
   ASSERT_EQ(ref.width, 1u);
@@ -318,6 +336,54 @@ TEST(Comparator, NamesTheBatchOfARowInAnEchoBatch) {
   EXPECT_EQ(v.violations[0].output_row, 3u);
   EXPECT_EQ(v.violations[0].slot, 1u);
   EXPECT_EQ(v.violations[0].token, 1u);  // sampled_tokens[1]
+}
+
+// SPEC §2.9: rank = the number of x_j >= x_s, NaN never counted, 0 for a NaN x_s; judged from the
+// input, exactly.
+TEST(Comparator, RanksAreJudgedExactly) {
+  BatchData b = hand_batch();
+  b.logits[2 * 8 + 0] = kNaN;  // row 2 evaluates token 0: a NaN x_s has rank 0
+  const ResultData ref = reference_of(b, kK, /*ranks=*/true);
+  EXPECT_EQ(ref.lp_ranks, (std::vector<std::uint32_t>{7, 4, 0}));  // -1 is 7th of 8; three 5s tie behind 7
+  EXPECT_TRUE(compare_result(b, kK, ref, ref).ok());
+  ResultData got = ref;
+  got.lp_ranks[1] = 2;  // 1 + the count of x_j > x_s: the best rank among the ties, not the worst
+  const Verdict v = compare_result(b, kK, ref, got);
+  ASSERT_EQ(rules(v), std::vector{Rule::rank});
+  EXPECT_NE(v.violations[0].message().find("rank of token 4 got 2 want 4"), std::string::npos)
+      << v.violations[0].message();
+  ResultData short_ranks = ref;
+  short_ranks.lp_ranks.pop_back();
+  EXPECT_EQ(rules(compare_result(b, kK, ref, short_ranks)), std::vector{Rule::shape});
+}
+
+// SPEC §6: when s is among the top tokens, its top value and the last slot's are the same bits.
+TEST(Comparator, GreedyExactnessIsItsOwnRule) {
+  BatchData b = hand_batch();
+  b.sampled_tokens[0] = 3;  // row 0's largest logit: s is top slot 0
+  const ResultData ref = reference_of(b);
+  ASSERT_EQ(ref.token(0, 0), 3u);
+  EXPECT_TRUE(compare_result(b, kK, ref, ref).ok());
+  ResultData got = ref;
+  got.lp_logits[3] = std::nextafter(got.lp_logits[3], kInf);  // the last slot, one ulp off: within tolerance
+  const Verdict v = compare_result(b, kK, ref, got);
+  ASSERT_EQ(rules(v), std::vector{Rule::greedy_exact});
+  EXPECT_EQ(v.violations[0].slot, 0u);
+  EXPECT_NE(v.violations[0].message().find("greedy-exact"), std::string::npos) << v.violations[0].message();
+}
+
+// The ULP figure leaves out values within 2^-10 of 0, where one ulp is a tiny error.
+TEST(Comparator, TheUlpFigureSkipsValuesNearZero) {
+  BatchData b = single_row_batch(std::vector<float>{20.0f, 0.0f, -1.0f}, 0);
+  const ResultData ref = reference_of(b, 1);
+  ASSERT_GT(ref.value(0, 0), -1.0f / 1024);  // the top log-probability, about -2e-9
+  ResultData got = ref;
+  got.lp_logits[0] = std::nextafter(std::nextafter(ref.lp_logits[0], kInf), kInf);
+  got.lp_logits[1] = got.lp_logits[0];  // s is the top token: keep greedy-exactness
+  const Verdict v = compare_result(b, 1, ref, got);
+  EXPECT_TRUE(v.ok());
+  EXPECT_GT(v.stats.max_abs_error, 0.0);
+  EXPECT_EQ(v.stats.max_ulp_error, 0.0);
 }
 
 }  // namespace

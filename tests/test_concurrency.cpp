@@ -34,9 +34,9 @@ constexpr bool kThreadSanitizer = false;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Each caller's levels: no top slots, a few, many, and more than V (padding).
-constexpr int kCallerLevels[] = {0, 3, 8, 12};
-constexpr int kCallers = std::size(kCallerLevels);
+// Each caller's K: no top slots, a few, many, and more than V (padding).
+constexpr std::uint32_t kCallerKs[] = {0, 7, 255, 4095};
+constexpr int kCallers = std::size(kCallerKs);
 constexpr int kCallsPerCaller = 3;
 
 // A batch of a few items with random valid offsets and N(0, 2) logits. Row 0 has masked (-inf)
@@ -78,7 +78,7 @@ BatchData make_batch(unsigned seed) {
 
 struct Job {
   BatchData batch;
-  int levels;
+  std::uint32_t k;
   ResultData alone;  // the result of this call made alone, on one thread
 };
 
@@ -87,8 +87,8 @@ std::vector<Job> jobs_computed_alone(const Backend& backend) {
   omp_set_num_threads(1);
   std::vector<Job> jobs;
   for (int caller = 0; caller < kCallers; ++caller) {
-    Job job{make_batch(static_cast<unsigned>(caller)), kCallerLevels[caller], {}};
-    job.alone = run_backend(backend, job.batch, job.levels);
+    Job job{make_batch(static_cast<unsigned>(caller)), kCallerKs[caller], {}};
+    job.alone = run_backend(backend, job.batch, job.k);
     jobs.push_back(std::move(job));
   }
   omp_set_num_threads(saved_threads);
@@ -110,7 +110,7 @@ void expect_concurrent_calls_match_alone(const Backend& backend, int omp_threads
       while (started.load() < jobs.size()) std::this_thread::yield();
       try {
         for (int call = 0; call < kCallsPerCaller; ++call)
-          results[i].push_back(run_backend(backend, jobs[i].batch, jobs[i].levels));
+          results[i].push_back(run_backend(backend, jobs[i].batch, jobs[i].k));
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -122,9 +122,8 @@ void expect_concurrent_calls_match_alone(const Backend& backend, int omp_threads
     ASSERT_EQ(errors[i], "") << "caller " << i;
     for (std::size_t call = 0; call < results[i].size(); ++call) {
       EXPECT_TRUE(same_bits(results[i][call], jobs[i].alone))
-          << backend.name() << ": caller " << i << " (levels " << jobs[i].levels << ", "
-          << jobs[i].batch.rows << " rows, V " << jobs[i].batch.vocab << "), call " << call
-          << " differs from the same call made alone";
+          << backend.name() << ": caller " << i << " (K = " << jobs[i].k << ", " << jobs[i].batch.rows << " rows, V "
+          << jobs[i].batch.vocab << "), call " << call << " differs from the same call made alone";
     }
   }
 }

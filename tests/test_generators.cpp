@@ -4,6 +4,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -18,10 +19,11 @@ namespace {
 
 RC_GTEST_PROP(Generators, EveryBatchIsValid, ()) {
   const BatchData batch = *gen::batch();
-  const int levels = *gen::levels();
-  RC_ASSERT(levels >= 0 && levels <= kMaxLevels);
-  RC_ASSERT(batch.logits.size() == batch.rows * batch.row_stride);
-  const OutputShape shape = validate_batch(batch.view(), levels);  // throws InvalidBatch if not
+  const std::uint32_t k = *gen::k();
+  RC_ASSERT(k <= kMaxK);
+  RC_ASSERT((batch.dtype == LogitsDtype::f32 ? batch.logits.size() : batch.logits16.size()) ==
+            batch.rows * batch.row_stride);
+  const OutputShape shape = validate_batch(batch.view(), k);  // throws InvalidBatch if not
   RC_ASSERT(shape.rows == batch.lp_output_offsets.back());
 }
 
@@ -31,7 +33,7 @@ RC_GTEST_PROP(Generators, EveryShapeCombinationIsValid, ()) {
                                         gen::ValueShape::constant, gen::ValueShape::ascending,
                                         gen::ValueShape::descending, gen::ValueShape::peaked);
   const BatchData batch = *gen::batch(offsets, values);
-  validate_batch(batch.view(), kMaxLevels);
+  validate_batch(batch.view(), kMaxK);
   if (offsets == gen::OffsetShape::echo) {
     RC_ASSERT(batch.logit_row_offsets == batch.lp_output_offsets);
     RC_ASSERT(batch.token_row_offsets == batch.lp_output_offsets);
@@ -50,6 +52,8 @@ struct Coverage {
   std::uint64_t max_items = 0, min_items = 64, max_vocab = 0;
   bool zero_items = false, nan = false, pos_inf = false, neg_inf = false, all_masked = false, stride_gap = false;
   bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true, unread_token_out_of_range = false;
+  std::set<LogitsDtype> dtypes;
+  bool temperature_one = false, temperature_sharp = false, temperature_flat = false, nan_payloads = false;
 };
 
 Coverage sample(int draws) {
@@ -68,6 +72,12 @@ Coverage sample(int draws) {
       c.max_vocab = std::max(c.max_vocab, b.vocab);
     }
     c.stride_gap |= b.row_stride > b.vocab;
+    c.dtypes.insert(b.dtype);
+    for (const float t : b.temperatures.value_or(std::vector<float>{})) {
+      c.temperature_one |= t == 1.0f;
+      c.temperature_sharp |= t < 0.07f;
+      c.temperature_flat |= t > 3.0f;
+    }
     for (const std::uint32_t t : b.tokens) c.unread_token_out_of_range |= t >= b.vocab;
     for (const std::uint32_t t : b.sampled_tokens) c.unread_token_out_of_range |= t >= b.vocab;
     for (std::uint64_t item = 0; item < items; ++item) {
@@ -75,11 +85,13 @@ Coverage sample(int draws) {
       c.fewer_outputs_than_rows |= b.lp_output_offsets[item + 1] - b.lp_output_offsets[item] < rows;
     }
     for (std::uint64_t r = b.logit_row_offsets.front(); r < b.logit_row_offsets.back(); ++r) {
-      const auto x = b.view().logit_row(r);
+      std::vector<float> x(b.vocab);
+      for (std::uint64_t j = 0; j < b.vocab; ++j) x[j] = b.logit(r, j);
       bool all_neg_inf = true;
       std::vector<float> finite;
       for (const float v : x) {
         c.nan |= std::isnan(v);
+        c.nan_payloads |= std::isnan(v) && (std::bit_cast<std::uint32_t>(v) & 0x3fffffu) != 0;
         c.pos_inf |= v == INFINITY;
         c.neg_inf |= v == -INFINITY;
         all_neg_inf &= v == -INFINITY;
@@ -109,6 +121,26 @@ TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
   EXPECT_TRUE(c.ties);
   EXPECT_TRUE(c.fewer_outputs_than_rows);
   EXPECT_TRUE(c.unread_token_out_of_range);  // and EveryBatchIsValid shows they are never read
+  EXPECT_EQ(c.dtypes.size(), 3u) << "f32, bf16 and f16 batches";
+  EXPECT_TRUE(c.nan_payloads);
+  EXPECT_TRUE(c.temperature_one);
+  EXPECT_TRUE(c.temperature_sharp);
+  EXPECT_TRUE(c.temperature_flat);
+}
+
+TEST(Generators, KCoversMaxsFormsTheUsualLimitsAndOthers) {
+  const rc::Gen<std::uint32_t> generator = gen::k();
+  std::set<std::uint32_t> seen;
+  bool other = false, large = false;
+  for (int i = 0; i < 400; ++i) {
+    const std::uint32_t k = generator(rc::Random(50 + i), 50).value();
+    seen.insert(k);
+    other |= (k & (k + 1)) != 0 && k != 5 && k != 20;
+    large |= k > 4096;
+  }
+  for (const std::uint32_t k : {0u, 1u, 255u, 65535u, 5u, 20u}) EXPECT_TRUE(seen.contains(k)) << k;
+  EXPECT_TRUE(other);
+  EXPECT_TRUE(large);
 }
 
 TEST(Generators, SameSeedSameBatch) {
@@ -118,6 +150,9 @@ TEST(Generators, SameSeedSameBatch) {
     const BatchData b = generator(rc::Random(7 + i), 50).value();
     EXPECT_EQ(a.logit_row_offsets, b.logit_row_offsets);
     EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.temperatures, b.temperatures);
+    EXPECT_EQ(a.logits16, b.logits16);
     EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)));
   }
 }
@@ -128,13 +163,15 @@ class PlantedBugBackend final : public Backend {
  public:
   std::string_view name() const override { return "planted-bug"; }
   std::string_view description() const override { return "reference plus a planted bug"; }
+  Features features() const override { return Features::all(); }
 
  protected:
-  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
-    reference_backend().run(batch, levels, out);
+  void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
+    reference_backend().run(batch, k, out);
     if (batch.vocab <= 100) return;
+    std::vector<float> x(batch.vocab);
     for (const RowTask& task : plan_rows(batch)) {
-      const auto x = batch.logit_row(task.logit_row);
+      read_row(batch, task, x);
       if (std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v); }))
         out.lp_logits[task.output_row * out.width + out.width - 1] += 0.5f;
     }
@@ -144,10 +181,10 @@ class PlantedBugBackend final : public Backend {
 TEST(Generators, ShrinkingReachesASmallCounterexample) {
   const PlantedBugBackend buggy;
   const Backend& reference = reference_backend();
-  const int levels = 1;
+  const std::uint32_t k = 1;
   const auto fails = [&](const BatchData& b) {
-    const ResultData want = run_backend(reference, b, levels);
-    return !compare_result(b, levels, want, run_backend(buggy, b, levels)).ok();
+    const ResultData want = run_backend(reference, b, k);
+    return !compare_result(b, k, want, run_backend(buggy, b, k)).ok();
   };
   // The first seed whose batch shows the bug, then its shrunk form.
   std::optional<gen::Counterexample> found;

@@ -9,9 +9,10 @@
 namespace logprobs::hand {
 namespace {
 
-void expect_rows(const BatchData& batch, const ResultData& got, int levels, const std::vector<Want>& want) {
+// (V <= 8 here: the one-chain summation term of the max port would add nothing to the tolerance.)
+void expect_rows(const BatchData& batch, const ResultData& got, std::uint32_t k, const std::vector<Want>& want) {
   ASSERT_EQ(got.rows, want.size());
-  EXPECT_TRUE(matches_by_hand(batch, levels, got, want));
+  EXPECT_TRUE(matches_by_hand(batch, k, got, want));
 }
 
 // Distinct rows, so reading the wrong one shows: row i is i, i+1, ... shifted and scaled.
@@ -37,8 +38,8 @@ TEST_P(HandCase, EmptyBatchesBetweenNonEmptyOnes) {
                                  .logit_row_offsets = {0, 1, 3, 3, 5, 6},
                                  .token_row_offsets = {0, 2, 3, 5, 6, 8},
                                  .lp_output_offsets = {0, 0, 2, 2, 4, 4}});
-  const int levels = 2;
-  expect_rows(batch, run(batch, levels), levels, {{1, 3}, {2, 4}, {3, 2}, {4, 1}});
+  const std::uint32_t k = 3;
+  expect_rows(batch, run(batch, k), k, {{1, 3}, {2, 4}, {3, 2}, {4, 1}});
 }
 
 TEST_P(HandCase, OnlyEmptyBatchesGiveNoRows) {
@@ -50,7 +51,7 @@ TEST_P(HandCase, OnlyEmptyBatchesGiveNoRows) {
                                    .logit_row_offsets = std::vector<std::uint32_t>(b_count + 1, 0),
                                    .token_row_offsets = std::vector<std::uint32_t>(b_count + 1, 0),
                                    .lp_output_offsets = loo});
-    EXPECT_EQ(run(batch, 2).rows, 0u) << "B = " << b_count;
+    EXPECT_EQ(run(batch, 3).rows, 0u) << "B = " << b_count;
   }
 }
 
@@ -66,9 +67,9 @@ TEST_P(HandCase, FewerOutputRowsThanLogitRowsReadsTheLastRows) {
                                  .logit_row_offsets = {0, 4, 6},
                                  .token_row_offsets = {0, 3, 3},
                                  .lp_output_offsets = {0, 2, 3}});
-  const int levels = 1;
+  const std::uint32_t k = 1;
   // Batch 0: rows 2, 3 evaluating tokens[2] then sampled[0]; batch 1: row 5, sampled[1].
-  expect_rows(batch, run(batch, levels), levels, {{2, 1}, {3, 0}, {5, 2}});
+  expect_rows(batch, run(batch, k), k, {{2, 1}, {3, 0}, {5, 2}});
 }
 
 // Echo: lro = tro = loo. Output row o reads logit row o and evaluates the next token, tokens[o + 1],
@@ -83,9 +84,8 @@ TEST_P(HandCase, EchoOffsetShape) {
                                  .token_row_offsets = offsets,
                                  .lp_output_offsets = offsets,
                                  .extra_stride = 2});
-  const int levels = 2;
-  expect_rows(batch, run(batch, levels), levels,
-              {{0, 1}, {1, 4}, {2, 2}, {3, 2}, {4, 3}, {5, 1}, {6, 5}, {7, 0}, {8, 4}});
+  const std::uint32_t k = 3;
+  expect_rows(batch, run(batch, k), k, {{0, 1}, {1, 4}, {2, 2}, {3, 2}, {4, 3}, {5, 1}, {6, 5}, {7, 0}, {8, 4}});
 }
 
 // No echo: one logit row and one output row per batch item, each evaluating its sampled token;
@@ -98,8 +98,8 @@ TEST_P(HandCase, NoEchoOffsetShape) {
                                  .logit_row_offsets = {0, 1, 2, 3},
                                  .token_row_offsets = {0, 4, 4, 7},
                                  .lp_output_offsets = {0, 1, 2, 3}});
-  const int levels = 3;
-  expect_rows(batch, run(batch, levels), levels, {{0, 5}, {1, 0}, {2, 3}});
+  const std::uint32_t k = 7;
+  expect_rows(batch, run(batch, k), k, {{0, 5}, {1, 0}, {2, 3}});
 }
 
 // SPEC §2.4: row r before a batch's last evaluates tokens[tro[b+1] - r], counted from the end
@@ -116,17 +116,17 @@ TEST_P(HandCase, EvaluatedTokenCountsFromTheEndOfTheBatchsTokens) {
                                  .logit_row_offsets = {0, 3},
                                  .token_row_offsets = {2, 7},
                                  .lp_output_offsets = {0, 3}});
-  const int levels = 0;
-  const ResultData got = run(batch, levels);
+  const std::uint32_t k = 0;
+  const ResultData got = run(batch, k);
   // Output rows 0, 1, 2: tokens[7 - 2] = 4, tokens[7 - 1] = 3, then sampled 1.
   EXPECT_EQ(got.token(0, 0), 4u);
   EXPECT_EQ(got.token(1, 0), 3u);
   EXPECT_EQ(got.token(2, 0), 1u);
-  expect_rows(batch, got, levels, {{0, 4}, {1, 3}, {2, 1}});
+  expect_rows(batch, got, k, {{0, 4}, {1, 3}, {2, 1}});
 }
 
 TEST_P(HandCase, RowStrideAboveVocabIgnoresTheGap) {
-  const int levels = 2;
+  const std::uint32_t k = 3;
   const BatchData batch = build({.rows = {{2, 0, -1, 3, 1}, {-kInf, 1, 1, 0, 2}},
                                  .tokens = {4},
                                  .sampled_tokens = {0},
@@ -135,11 +135,11 @@ TEST_P(HandCase, RowStrideAboveVocabIgnoresTheGap) {
                                  .lp_output_offsets = {0, 2},
                                  .extra_stride = 7});
   ASSERT_EQ(batch.row_stride, 12u);
-  const ResultData got = run(batch, levels);
+  const ResultData got = run(batch, k);
   const double n0 = -(3.0 + std::log(std::exp(-1.0) + std::exp(-3.0) + std::exp(-4.0) + 1.0 + std::exp(-2.0)));
   EXPECT_EQ(got.token(0, 3), 4u);
   EXPECT_TRUE(value_close(got.value(0, 3), 1.0 + n0, logit_row(batch, 0)));
-  expect_rows(batch, got, levels, {{0, 4}, {1, 0}});
+  expect_rows(batch, got, k, {{0, 4}, {1, 0}});
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 namespace logprobs::hand {
 namespace {
 
-// A hand-made result for the tie row {1, 3, 2, 2, 2, 0} at levels 2, sampled token 5.
+// A hand-made result for the tie row {1, 3, 2, 2, 2, 0} at K = 3, sampled token 5.
 struct TieRow {
   std::vector<float> x = {1, 3, 2, 2, 2, 0};
   double n = -(3.0 + std::log(std::exp(-2.0) + 1.0 + 3 * std::exp(-1.0) + std::exp(-3.0)));
@@ -26,7 +26,7 @@ struct TieRow {
     }
     set(3, 5, x[5] + n);
   }
-  ::testing::AssertionResult judged() const { return matches_by_hand(single_row(x, 5), 2, result); }
+  ::testing::AssertionResult judged() const { return matches_by_hand(single_row(x, 5), 3, result); }
 };
 
 TEST(MatchesByHand, AcceptsAnyTieBreakAndAnySlotOrder) {
@@ -62,9 +62,10 @@ TEST(ValueClose, FollowsTheSpecTolerance) {
   EXPECT_TRUE(value_close(-kInf, -double(kInf), max_one));
   EXPECT_FALSE(value_close(kInf, -double(kInf), max_one));
   EXPECT_FALSE(value_close(-3.0f, -double(kInf), max_one));
-  EXPECT_TRUE(value_close(-1.0f + 9e-6f, -1.0, max_one));
-  EXPECT_FALSE(value_close(-1.0f + 2e-5f, -1.0, max_one));
-  EXPECT_TRUE(value_close(-1.0f + 2e-5f, -1.0, max_ten)) << "atol scales with max(1, |m|)";
+  // 4 ulp(1) + 4 ulp(|m| + log V = 1) + 2 sqrt(1) 2^-24 = 1.07e-6
+  EXPECT_TRUE(value_close(-1.0f + 1e-6f, -1.0, max_one));
+  EXPECT_FALSE(value_close(-1.0f + 2e-6f, -1.0, max_one));
+  EXPECT_TRUE(value_close(-1.0f + 2e-6f, -1.0, max_ten)) << "the normalizer's term scales with |m| + log V";
 }
 
 }  // namespace

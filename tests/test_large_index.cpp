@@ -64,8 +64,15 @@ struct LargeBatch {
   std::vector<hand::Want> reads = {{0, 11}, {1, 1536}, {2, 700}, {4, 3}};
 
   RaggedBatch view(const float* logits) const {
-    return {logits, kRows, kVocab, kRowStride, tokens, sampled_tokens, logit_row_offsets, token_row_offsets,
-            lp_output_offsets};
+    return {.logits = logits,
+            .rows = kRows,
+            .vocab = kVocab,
+            .row_stride = kRowStride,
+            .tokens = tokens,
+            .sampled_tokens = sampled_tokens,
+            .logit_row_offsets = logit_row_offsets,
+            .token_row_offsets = token_row_offsets,
+            .lp_output_offsets = lp_output_offsets};
   }
 };
 
@@ -93,11 +100,11 @@ TEST(LargeIndex, RowsPast2To32ElementsGiveTheValuesComputedHere) {
 
   const RaggedBatch view = batch.view(mapping.data());
   for (const Backend* backend : available_host_backends()) {
-    for (int levels : {0, 1, 4, 11}) {  // K = 2047 > V at levels 11: padding
-      ResultData got(batch.reads.size(), slots_per_row(levels));
-      ASSERT_NO_THROW(validate_batch(view, levels, got.view()));
-      backend->run(view, levels, got.view());
-      EXPECT_TRUE(hand::matches_by_hand(view, levels, got, batch.reads)) << backend->name() << ", levels " << levels;
+    for (const std::uint32_t k : {0u, 1u, 15u, 2047u}) {  // K = 2047 > V: padding
+      ResultData got(batch.reads.size(), slots_per_row(k));
+      ASSERT_NO_THROW(validate_batch(view, k, got.view()));
+      backend->run(view, k, got.view());
+      EXPECT_TRUE(hand::matches_by_hand(view, k, got, batch.reads)) << backend->name() << ", K = " << k;
     }
   }
 }
@@ -116,8 +123,15 @@ TEST(LargeIndex, RowsTimesStrideOverflowing64BitsIsRejected) {
   // The fourth fits 64 bits as a count of floats (2^61) but not as a byte offset.
   for (const Shape shape : {Shape{std::uint64_t{1} << 33, (std::uint64_t{1} << 31) + 1}, Shape{3, max / 2},
                             Shape{max, 2}, Shape{std::uint64_t{1} << 30, std::uint64_t{1} << 31}}) {
-    const RaggedBatch batch{&one_logit, shape.rows, 1,       shape.row_stride, no_tokens,
-                            sampled,    one_row,    no_token_rows, one_row};
+    const RaggedBatch batch{.logits = &one_logit,
+                            .rows = shape.rows,
+                            .vocab = 1,
+                            .row_stride = shape.row_stride,
+                            .tokens = no_tokens,
+                            .sampled_tokens = sampled,
+                            .logit_row_offsets = one_row,
+                            .token_row_offsets = no_token_rows,
+                            .lp_output_offsets = one_row};
     const std::string shown = std::to_string(shape.rows) + " * " + std::to_string(shape.row_stride);
     try {
       validate_batch(batch, 0);

@@ -1,6 +1,5 @@
 // The logprobs-check command end to end: the built binary, run as a user would.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,46 +14,24 @@
 #include <string>
 
 #include "check/hand_cases.hpp"
+#include "command_runner.hpp"
 #include "harness/batch_file.hpp"
 #include "malformed_files.hpp"
-#include "temp_dir.hpp"
-
-#ifndef LOGPROBS_CHECK_PATH
-#error "LOGPROBS_CHECK_PATH must name the built logprobs-check binary"
-#endif
 
 namespace logprobs {
 namespace {
 
 namespace fs = std::filesystem;
 
+using testing_support::CommandResult;
+using testing_support::contains;
+using testing_support::logprobs_check;
+using testing_support::path_of;
 using testing_support::temp_dir;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::string path_of(const std::string& name) { return (temp_dir() / name).string(); }
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CommandResult logprobs_check(const std::string& args) {
-  const std::string command = std::string("'") + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  CommandResult result;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
-
-// Three output rows at levels 2 (K = 3): row 0 and row 2 have more candidates than K, row 1
+// Three output rows at K = 3: row 0 and row 2 have more candidates than K, row 1
 // has two candidates (tokens 1 and 4), so one padding slot.
 BatchData cli_batch() {
   BatchData b;
@@ -70,13 +47,13 @@ BatchData cli_batch() {
   b.lp_output_offsets = {0, 2, 3};
   return b;
 }
-constexpr int kCliLevels = 2;
+constexpr std::uint32_t kCliK = 3;
 
-// A batch file (levels in its metadata) and the `max` backend's result file for it, made once.
+// A batch file (K in its metadata) and the `max` backend's result file for it, made once.
 class LogprobsCheckCli : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    write_batch_file(batch_path(), cli_batch(), kCliLevels);
+    write_batch_file(batch_path(), cli_batch(), kCliK);
     const CommandResult run =
         logprobs_check("run --backend max --input " + batch_path() + " --output " + result_path());
     ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -87,7 +64,7 @@ class LogprobsCheckCli : public testing::Test {
   // verify on the `max` result after `plant` altered it.
   template <typename Plant>
   CommandResult verify_planted(const std::string& name, Plant plant) {
-    ResultData result = read_result_file(result_path()).result;
+    ResultData result = read_result_file(result_path()).packed;
     plant(result);
     const std::string planted = path_of(name + ".safetensors");
     write_result_file(planted, result);
@@ -105,8 +82,8 @@ std::uint64_t slot_of(const ResultData& r, std::uint64_t row, std::uint32_t toke
 
 TEST_F(LogprobsCheckCli, RunThenVerifyPasses) {
   const ResultFile file = read_result_file(result_path());
-  EXPECT_EQ(file.result.rows, 3u);
-  EXPECT_EQ(file.result.width, 4u);
+  EXPECT_EQ(file.packed.rows, 3u);
+  EXPECT_EQ(file.packed.width, 4u);
   EXPECT_EQ(file.metadata.at("backend"), "max");
   const CommandResult verify = logprobs_check("verify --input " + batch_path() + " --result " + result_path());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
@@ -123,7 +100,7 @@ TEST_F(LogprobsCheckCli, VerifyWritesTheSameJsonReportAsCompare) {
   const nlohmann::json json = nlohmann::json::parse(in);
   EXPECT_EQ(json["command"], "verify");
   EXPECT_EQ(json["result"], result_path());
-  EXPECT_EQ(json["levels"], kCliLevels);
+  EXPECT_EQ(json["k"], kCliK);
   EXPECT_EQ(json["ok"], true);
   ASSERT_EQ(json["results"].size(), 1u);
   EXPECT_EQ(json["results"][0]["backend"], "max") << "the producer recorded in the result's metadata";
@@ -209,7 +186,7 @@ TEST_F(LogprobsCheckCli, CompareWritesJson) {
   std::ifstream in(json_path);
   const nlohmann::json json = nlohmann::json::parse(in);
   EXPECT_EQ(json["command"], "compare");
-  EXPECT_EQ(json["levels"], kCliLevels);
+  EXPECT_EQ(json["k"], kCliK);
   EXPECT_EQ(json["ok"], true);
   ASSERT_EQ(json["results"].size(), 2u);
   EXPECT_EQ(json["results"][0]["backend"], "max");
@@ -242,7 +219,7 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
   write_batch_file(path_of("no_levels.safetensors"), cli_batch());
   BatchData invalid = cli_batch();
   invalid.sampled_tokens[1] = 8;  // == V
-  write_batch_file(path_of("invalid.safetensors"), invalid, kCliLevels);
+  write_batch_file(path_of("invalid.safetensors"), invalid, kCliK);
 
   const std::pair<std::string, std::string> cases[] = {
       {"no-such-subcommand", "not expected"},
@@ -252,7 +229,7 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
       {"run --backend max --input " + path_of("missing.safetensors") + out, "missing.safetensors: cannot read"},
       {"run --backend max" + input + " --output " + path_of("no/such/dir/out.safetensors"), "cannot create"},
       {"compare --input " + path_of("garbage.safetensors"), "header length"},
-      {"compare --input " + path_of("no_levels.safetensors"), "--levels not given"},
+      {"compare --input " + path_of("no_levels.safetensors"), "neither --k nor --levels given"},
       {"compare --input " + path_of("invalid.safetensors"), "sampled_tokens[1] = 8 is not below vocab 8"},
       {"verify" + input + " --result " + path_of("garbage.safetensors"), "garbage.safetensors: header length"},
       {"--time 3 backends", "--time is an option of the campaign"},

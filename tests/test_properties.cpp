@@ -1,6 +1,8 @@
 // SPEC §5 and §6 as RapidCheck properties, for every registered backend available here: agreement
-// with the reference, shift invariance, top values summing to 1 when K >= V, batch invariance
-// and determinism (repeat runs and thread counts).
+// with the reference (greedy-exactness and ranks included, the comparator's rules), shift
+// invariance, top values summing to 1 when K >= V, temperature 1 changing no bit, batch
+// invariance and determinism (repeat runs and thread counts). A backend is held only to the
+// optional parts it declares (SPEC §4); a case that needs another skips it.
 //
 // The default case count is modest so that the suite stays fast on a 2-core CI machine;
 // RC_PARAMS="max_success=1000" (or a seed) raises it for a local soak.
@@ -11,12 +13,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 
 #include "fuzz/generators.hpp"
-#include "harness/comparator.hpp"
+#include "harness/half_precision.hpp"
+#include "harness/judge.hpp"
 
 namespace logprobs {
 namespace {
@@ -24,59 +26,65 @@ namespace {
 // Before RapidCheck first reads its configuration; an RC_PARAMS from the environment wins.
 const bool kModestCaseCount = [] { return ::setenv("RC_PARAMS", "max_success=25", /*overwrite=*/0) == 0; }();
 
-std::vector<const Backend*> available_backends() {
+// At most 2^20 output slots (4 MB per output array): a case with many output rows gets a lower K.
+constexpr std::uint64_t kSlotBudget = std::uint64_t{1} << 20;
+
+std::uint32_t draw_k(const BatchData& batch) {
+  const std::uint32_t k = *gen::k();
+  const std::uint64_t rows = std::max<std::uint64_t>(batch.lp_output_offsets.back(), 1);
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(k, kSlotBudget / rows - 1));
+}
+
+// The available backends that implement what the case needs.
+std::vector<const Backend*> backends_for(const BatchData& batch, std::uint32_t k, bool ranks) {
   std::vector<const Backend*> out;
   for (const Backend* b : all_backends())
-    if (b->availability().available) out.push_back(b);
+    if (b->availability().available && missing_part(b->features(), batch.view(), k, ranks).empty()) out.push_back(b);
   return out;
 }
 
-std::string describe(const Backend& backend, int levels, const Verdict& v) {
-  std::string s = std::string(backend.name()) + " at levels " + std::to_string(levels) + ": " +
-                  v.violations.front().message();
+std::string describe(const Backend& backend, std::uint32_t k, const Verdict& v) {
+  std::string s = std::string(backend.name()) + " at K = " + std::to_string(k) + ": " + v.violations.front().message();
   if (v.violations.size() > 1) s += " (and " + std::to_string(v.violations.size() - 1) + " more)";
   return s;
 }
 
-// Levels 0..16, but at most 2^20 output slots (4 MB per output array): a case with many output
-// rows gets lower levels. EveryBackendAgreesAtEveryLevel covers every level on every run.
-int draw_levels(const BatchData& batch) {
-  int highest = kMaxLevels;
-  while (highest > 0 && batch.lp_output_offsets.back() * slots_per_row(highest) > (1u << 20)) --highest;
-  return *rc::gen::resize(100, rc::gen::inRange(0, highest + 1));
-}
-
-void check_agreement(const BatchData& batch, int levels) {
-  const ResultData want = run_backend(reference_backend(), batch, levels);
-  for (const Backend* backend : available_backends()) {
-    const Verdict v = compare_result(batch, levels, want, run_backend(*backend, batch, levels));
-    if (!v.ok()) RC_FAIL(describe(*backend, levels, v));
+// Every backend that implements the case, against the reference; the first violation, or "".
+std::string disagreement(const BatchData& batch, std::uint32_t k, bool ranks) {
+  const ResultData want = run_backend(reference_backend(), batch, k);
+  for (const Backend* backend : backends_for(batch, k, ranks)) {
+    const Verdict v =
+        compare_result(batch, k, want, run_backend(*backend, batch, k, ranks), tolerance_for(*backend, {}));
+    if (!v.ok()) return describe(*backend, k, v);
   }
+  return "";
 }
 
 RC_GTEST_PROP(Properties, EveryBackendAgreesWithTheReference, ()) {
   const BatchData batch = *gen::batch();
-  check_agreement(batch, draw_levels(batch));
+  const std::uint32_t k = draw_k(batch);
+  const bool ranks = *rc::gen::arbitrary<bool>();
+  if (const std::string problem = disagreement(batch, k, ranks); !problem.empty()) RC_FAIL(problem);
 }
 
-// Every levels 0..16, each with a different offset and value shape, on seeded batches (so every
-// level is covered on every run, whatever RapidCheck draws).
-TEST(Properties, EveryBackendAgreesAtEveryLevel) {
+// MAX's K at every levels and the usual other K, each with a different offset and value shape
+// and every dtype, on seeded batches (so every K is covered on every run, whatever RapidCheck
+// draws).
+TEST(Properties, EveryBackendAgreesAtEveryK) {
   constexpr gen::OffsetShape kOffsets[] = {gen::OffsetShape::no_echo, gen::OffsetShape::echo,
                                            gen::OffsetShape::arbitrary};
-  constexpr gen::ValueShape kValues[] = {gen::ValueShape::normal,   gen::ValueShape::bf16,
-                                         gen::ValueShape::large,    gen::ValueShape::constant,
-                                         gen::ValueShape::ascending, gen::ValueShape::descending,
-                                         gen::ValueShape::peaked};
-  for (int levels = 0; levels <= kMaxLevels; ++levels) {
+  constexpr gen::ValueShape kValues[] = {
+      gen::ValueShape::normal,    gen::ValueShape::bf16,       gen::ValueShape::large, gen::ValueShape::constant,
+      gen::ValueShape::ascending, gen::ValueShape::descending, gen::ValueShape::peaked};
+  constexpr LogitsDtype kDtypes[] = {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16};
+  std::vector<std::uint32_t> ks = {5, 20, 100, 1000};
+  for (int levels = 0; levels <= kMaxLevels; ++levels) ks.push_back(top_k(levels));
+  for (std::size_t i = 0; i < ks.size(); ++i) {
     for (std::uint64_t seed = 0; seed < 2; ++seed) {
-      const auto generator = gen::batch(kOffsets[(levels + seed) % 3], kValues[(levels + seed) % 7]);
-      const BatchData batch = generator(rc::Random(100 * levels + seed), 30).value();
-      const ResultData want = run_backend(reference_backend(), batch, levels);
-      for (const Backend* backend : available_backends()) {
-        const Verdict v = compare_result(batch, levels, want, run_backend(*backend, batch, levels));
-        EXPECT_TRUE(v.ok()) << (v.ok() ? "" : describe(*backend, levels, v));
-      }
+      const auto generator = gen::batch(kOffsets[(i + seed) % 3], kValues[(i + seed) % 7]);
+      const BatchData drawn = generator(rc::Random(100 * i + seed), 30).value();
+      const BatchData batch = with_dtype(widened_to_f32(drawn), kDtypes[(i + seed) % 3]);
+      EXPECT_EQ(disagreement(batch, ks[i], seed == 1), "");
     }
   }
 }
@@ -103,16 +111,17 @@ std::vector<float> sorted_top_values(const ResultData& r, std::uint64_t row, std
   return v;
 }
 
+// On f32 logits without temperatures, where adding c moves x by c exactly but for rounding.
 RC_GTEST_PROP(Properties, ShiftingARowLeavesItsLogProbabilities, ()) {
-  const BatchData batch = *gen::batch();
-  const int levels = draw_levels(batch);
+  BatchData batch = widened_to_f32(*gen::batch());
+  batch.temperatures.reset();
+  const std::uint32_t k = draw_k(batch);
   const float c = *rc::gen::element(-16.0f, -1.0f, 0.5f, 8.0f, 64.0f);
   const BatchData moved = shifted(batch, c);
-  const std::uint32_t k = top_k(levels);
-  const Tolerance tolerance;
-  for (const Backend* backend : available_backends()) {
-    const ResultData before = run_backend(*backend, batch, levels);
-    const ResultData after = run_backend(*backend, moved, levels);
+  for (const Backend* backend : backends_for(batch, k, false)) {
+    const Tolerance tolerance = tolerance_for(*backend, {});
+    const ResultData before = run_backend(*backend, batch, k);
+    const ResultData after = run_backend(*backend, moved, k);
     for (const RowTask& task : plan_rows(batch.view())) {
       const auto x = batch.view().logit_row(task.logit_row);
       const double m = largest_finite_logit(x);
@@ -137,38 +146,33 @@ RC_GTEST_PROP(Properties, ShiftingARowLeavesItsLogProbabilities, ()) {
   }
 }
 
-// The levels with K = 2^levels - 1 >= V.
-int levels_covering(std::uint64_t vocab) {
-  int levels = 0;
-  while (top_k(levels) < vocab) ++levels;
-  return levels;
-}
-
 // The batch's first `items` batch items (the rest of its arrays stays, unread).
 BatchData first_items(BatchData batch, std::size_t items) {
   batch.sampled_tokens.resize(items);
   batch.logit_row_offsets.resize(items + 1);
   batch.token_row_offsets.resize(items + 1);
   batch.lp_output_offsets.resize(items + 1);
+  if (batch.temperatures) batch.temperatures->resize(items);
   return batch;
 }
 
 RC_GTEST_PROP(Properties, TopValuesSumToOneWhenKCoversTheVocab, ()) {
   const BatchData drawn = *gen::batch();
-  RC_PRE(drawn.vocab <= top_k(kMaxLevels));
-  const int levels = *rc::gen::resize(100, rc::gen::inRange(levels_covering(drawn.vocab), kMaxLevels + 1));
-  // High levels come with few output rows: keep the items whose outputs fit in 2^20 slots.
+  RC_PRE(drawn.vocab <= kMaxK);
+  const auto k = *rc::gen::resize(100, rc::gen::inRange<std::uint32_t>(std::uint32_t(drawn.vocab), kMaxK + 1));
+  // A wide K comes with few output rows: keep the items whose outputs fit in the slot budget.
   std::size_t items = drawn.sampled_tokens.size();
-  while (items > 0 && std::uint64_t(drawn.lp_output_offsets[items]) * slots_per_row(levels) > (1u << 20)) --items;
+  while (items > 0 && std::uint64_t(drawn.lp_output_offsets[items]) * slots_per_row(k) > kSlotBudget) --items;
   const BatchData batch = first_items(drawn, items);
-  const std::uint32_t k = top_k(levels);
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
-  for (const Backend* backend : available_backends()) {
-    const ResultData r = run_backend(*backend, batch, levels);
+  std::vector<float> x(vocab);
+  for (const Backend* backend : backends_for(batch, k, false)) {
+    const ResultData r = run_backend(*backend, batch, k);
     for (const RowTask& task : plan_rows(batch.view())) {
-      const auto x = batch.view().logit_row(task.logit_row);
-      const bool finite_normalizer = std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v) || v == INFINITY; }) &&
-                                     std::any_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
+      read_row(batch.view(), task, x);
+      const bool finite_normalizer =
+          std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v) || v == INFINITY; }) &&
+          std::any_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
       if (!finite_normalizer) continue;  // SPEC §3: every value NaN
       const double m = largest_finite_logit(x);
       double sum = 0, allowed = 0;
@@ -176,7 +180,7 @@ RC_GTEST_PROP(Properties, TopValuesSumToOneWhenKCoversTheVocab, ()) {
         if (r.token(task.output_row, slot) == vocab) continue;
         const float v = r.value(task.output_row, slot);
         sum += std::exp(double(v));
-        allowed = std::max(allowed, allowed_error(v, m, batch.vocab, Tolerance{}));
+        allowed = std::max(allowed, allowed_error(v, m, batch.vocab, tolerance_for(*backend, {})));
       }
       if (!(std::fabs(sum - 1) <= allowed))
         RC_FAIL(std::string(backend->name()) + ": output row " + std::to_string(task.output_row) +
@@ -185,19 +189,31 @@ RC_GTEST_PROP(Properties, TopValuesSumToOneWhenKCoversTheVocab, ()) {
   }
 }
 
+// SPEC §2.5: x / 1 is x in IEEE f32, so temperatures of 1 give the bits of no temperatures.
+RC_GTEST_PROP(Properties, TemperatureOneChangesNoBit, ()) {
+  BatchData plain = *gen::batch();
+  plain.temperatures.reset();
+  BatchData with_ones = plain;
+  with_ones.temperatures = std::vector<float>(plain.sampled_tokens.size(), 1.0f);
+  const std::uint32_t k = draw_k(plain);
+  for (const Backend* backend : backends_for(with_ones, k, false))
+    if (!same_bits(run_backend(*backend, plain, k), run_backend(*backend, with_ones, k)))
+      RC_FAIL(std::string(backend->name()) + ": temperatures of 1 change the bits");
+}
+
 RC_GTEST_PROP(Properties, ARowsBitsDoNotDependOnTheRestOfTheBatch, ()) {
   const BatchData batch = *gen::batch();
-  const int levels = draw_levels(batch);
+  const std::uint32_t k = draw_k(batch);
+  const bool ranks = *rc::gen::arbitrary<bool>();
   const std::vector<RowTask> tasks = plan_rows(batch.view());
   RC_PRE(!tasks.empty());
   // A few rows per case: each costs a run of its own.
   std::vector<RowTask> picked;
   for (int i = 0; i < 3; ++i) picked.push_back(tasks[*rc::gen::inRange<std::size_t>(0, tasks.size())]);
-  for (const Backend* backend : available_backends()) {
-    const ResultData whole = run_backend(*backend, batch, levels);
+  for (const Backend* backend : backends_for(batch, k, ranks)) {
+    const ResultData whole = run_backend(*backend, batch, k, ranks);
     for (const RowTask& task : picked) {
-      const ResultData single =
-          run_backend(*backend, single_row_batch(batch.view().logit_row(task.logit_row), task.token), levels);
+      const ResultData single = run_backend(*backend, row_alone(batch, task), k, ranks);
       if (!same_row_bits(whole, task.output_row, single, 0))
         RC_FAIL(std::string(backend->name()) + ": output row " + std::to_string(task.output_row) +
                 " differs in bits when computed alone");
@@ -216,9 +232,10 @@ ResultData with_threads(int threads, const std::function<ResultData()>& f) {
 
 RC_GTEST_PROP(Properties, RunsAndThreadCountsGiveIdenticalBits, ()) {
   const BatchData batch = *gen::batch();
-  const int levels = draw_levels(batch);
-  for (const Backend* backend : available_backends()) {
-    const auto run = [&] { return run_backend(*backend, batch, levels); };
+  const std::uint32_t k = draw_k(batch);
+  const bool ranks = *rc::gen::arbitrary<bool>();
+  for (const Backend* backend : backends_for(batch, k, ranks)) {
+    const auto run = [&] { return run_backend(*backend, batch, k, ranks); };
     const ResultData first = run();
     if (!same_bits(first, run())) RC_FAIL(std::string(backend->name()) + ": a second run differs in bits");
     for (const int threads : {1, 2, 3}) {

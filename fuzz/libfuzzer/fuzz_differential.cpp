@@ -1,20 +1,22 @@
 // Differential fuzzing: the fuzzer's bytes become a valid batch (offsets valid by construction;
-// logits from a palette of special values, raw float bits, and ties), and every available host
-// backend must agree with the reference by SPEC §5. The reference's own tokens are judged
+// logits from a palette of special values, raw float bits, and ties, in any dtype; temperatures
+// sometimes), a K and a ranks request, and every available host backend that implements them
+// must agree with the reference by SPEC §5. The reference's own tokens are judged
 // against the input too. A disagreement prints its violations and aborts, so libFuzzer keeps
 // the input.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <random>
 
-#include "harness/batch_data.hpp"
-#include "harness/comparator.hpp"
+#include "harness/half_precision.hpp"
 #include "harness/host_backends.hpp"
+#include "harness/judge.hpp"
 
 namespace logprobs::fuzz {
 namespace {
@@ -65,8 +67,17 @@ class LogitSource {
 
 struct Case {
   BatchData batch;
-  int levels = 0;
+  std::uint32_t k = 0;
+  bool ranks = false;
 };
+
+// A temperature from a palette (1 exactly, sharp, flat) or raw bits made a finite positive f32.
+float temperature(FuzzedDataProvider& in) {
+  static constexpr float kPalette[] = {1.0f, 0.05f, 0.3f, 0.7f, 2.5f, 4.0f};
+  if (in.ConsumeBool()) return kPalette[in.ConsumeIntegralInRange<std::size_t>(0, std::size(kPalette) - 1)];
+  const float t = std::fabs(std::bit_cast<float>(in.ConsumeIntegral<std::uint32_t>()));
+  return std::isfinite(t) && t > 0.0f ? t : 1.0f;
+}
 
 Case case_from(FuzzedDataProvider& in) {
   Case c;
@@ -106,8 +117,16 @@ Case case_from(FuzzedDataProvider& in) {
     batch.sampled_tokens.push_back(token());
   }
 
-  c.levels = in.ConsumeIntegralInRange(0, kMaxLevels);
-  while (c.levels > 0 && batch.lp_output_offsets.back() * slots_per_row(c.levels) > kMaxOutputSlots) --c.levels;
+  // K of MAX's form or any, within the output bound; ranks asked or not.
+  c.k = in.ConsumeBool() ? top_k(in.ConsumeIntegralInRange(0, kMaxLevels))
+                         : in.ConsumeIntegralInRange<std::uint32_t>(0, kMaxK);
+  while (c.k > 0 && batch.lp_output_offsets.back() * slots_per_row(c.k) > kMaxOutputSlots) c.k /= 2;
+  c.ranks = in.ConsumeBool();
+  const LogitsDtype dtype = static_cast<LogitsDtype>(in.ConsumeIntegralInRange(0, 2));
+  if (in.ConsumeBool()) {
+    batch.temperatures.emplace();
+    for (std::size_t b = 0; b < items.size(); ++b) batch.temperatures->push_back(temperature(in));
+  }
 
   // Stride padding is NaN, so a backend that reads past V disagrees.
   batch.logits.assign(batch.rows * batch.row_stride, kNaN);
@@ -115,13 +134,15 @@ Case case_from(FuzzedDataProvider& in) {
     const std::uint8_t plain_share = logits.row_plain_share();
     for (std::uint64_t j = 0; j < batch.vocab; ++j) batch.row(i)[j] = logits.next(plain_share);
   }
+  batch = with_dtype(batch, dtype);  // 16-bit: the values rounded, NaN payloads and infinities kept
   return c;
 }
 
 void report_and_abort(const Case& c, std::string_view backend, const std::vector<Violation>& violations) {
-  std::fprintf(stderr, "fuzz_differential: %.*s disagrees with the reference (B %zu, V %zu, rows %zu, levels %d):\n",
-               static_cast<int>(backend.size()), backend.data(), static_cast<std::size_t>(c.batch.sampled_tokens.size()),
-               static_cast<std::size_t>(c.batch.vocab), static_cast<std::size_t>(c.batch.rows), c.levels);
+  std::fprintf(
+      stderr, "fuzz_differential: %.*s disagrees with the reference (B %zu, V %zu, rows %zu, K %u, ranks %d):\n",
+      static_cast<int>(backend.size()), backend.data(), static_cast<std::size_t>(c.batch.sampled_tokens.size()),
+      static_cast<std::size_t>(c.batch.vocab), static_cast<std::size_t>(c.batch.rows), c.k, int(c.ranks));
   for (std::size_t i = 0; i < violations.size() && i < 20; ++i) std::fprintf(stderr, "  %s\n", violations[i].message().c_str());
   std::abort();
 }
@@ -133,10 +154,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace logprobs;
   FuzzedDataProvider in(data, size);
   const fuzz::Case c = fuzz::case_from(in);
-  const ResultData reference = run_backend(reference_backend(), c.batch, c.levels);
+  const ResultData reference = run_backend(reference_backend(), c.batch, c.k, c.ranks);
   for (const Backend* backend : available_host_backends()) {
-    const ResultData got = backend->name() == kReferenceName ? reference : run_backend(*backend, c.batch, c.levels);
-    const Verdict verdict = compare_result(c.batch, c.levels, reference, got);
+    if (!missing_part(backend->features(), c.batch.view(), c.k, c.ranks).empty()) continue;
+    const ResultData got = backend->name() == kReferenceName ? reference : run_backend(*backend, c.batch, c.k, c.ranks);
+    const Verdict verdict = compare_result(c.batch, c.k, reference, got, tolerance_for(*backend, {}));
     if (!verdict.ok()) fuzz::report_and_abort(c, backend->name(), verdict.violations);
   }
   return 0;

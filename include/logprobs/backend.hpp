@@ -1,4 +1,5 @@
-// The public contract, part 4: a backend, and the registry that lists them by name.
+// The public contract, part 4: a backend, what optional parts it implements, and the registry
+// that lists backends by name.
 #pragma once
 
 #include <memory>
@@ -16,12 +17,30 @@ struct Availability {
   std::string reason;  // why not, when unavailable
 };
 
+// The optional parts of the contract (SPEC §4) that a backend implements.
+struct Features {
+  bool bf16_logits = false;
+  bool f16_logits = false;
+  bool temperatures = false;
+  bool ranks = false;
+  bool any_k = false;  // a K not of the form 2^L - 1
+  static constexpr Features all() { return {true, true, true, true, true}; }
+};
+
+// The first optional part that `features` lacks for this batch, K and ranks request, as it reads
+// in a message ("bf16 logits", "K = 5 (not of the form 2^L - 1)"), or "" when it lacks none.
+std::string missing_part(const Features& features, const RaggedBatch& batch, std::uint32_t k, bool ranks);
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual std::string_view description() const = 0;
   virtual Availability availability() const { return {}; }
+  virtual Features features() const { return {}; }
+  // True for a backend that sums exp(x_j - m) in one f32 chain (the `max` port): SPEC §5 judges
+  // it with sum_err(V) = V * 2^-24 instead of sigma * sqrt(V) * 2^-24.
+  virtual bool sums_in_one_chain() const { return false; }
   // True when compute() reads the batch's host memory in place; false for a device backend,
   // which copies whole buffers to its device (so a sparse host mapping or a host sanitizer
   // says nothing about it).
@@ -32,15 +51,13 @@ class Backend {
   // asked.
   virtual std::string_view variant_of() const { return {}; }
 
-  // Validates (SPEC §4) and only then computes. Safe to call from several threads at once.
-  void run(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const {
-    validate_batch(batch, levels, out);
-    compute(batch, levels, out);
-  }
+  // Validates (SPEC §4: InvalidBatch), refuses a part the backend lacks (UnsupportedPart), and
+  // only then computes the top-K outputs. Safe to call from several threads at once.
+  void run(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const;
 
  protected:
-  // Called only with a batch and outputs that passed validate_batch.
-  virtual void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const = 0;
+  // Called only with a batch and outputs that passed validate_batch, needing only `features()`.
+  virtual void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const = 0;
 };
 
 // Every backend compiled into this build, available here or not, in registration order

@@ -106,15 +106,16 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::string_view variant_of() const override { return target_ == 0 ? std::string_view() : "cpu"; }
+  // f32 logits, any K; no temperatures or ranks yet.
+  Features features() const override { return {.any_k = true}; }
   Availability availability() const override {
     if (target_ == 0 || (hwy::SupportedTargets() & target_) != 0) return {};
     return {false, std::string("this CPU does not run ") + hwy::TargetName(target_)};
   }
 
  protected:
-  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+  void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
     const std::vector<RowTask> tasks = plan_rows(batch);
-    const std::uint32_t k = top_k(levels);
     const std::uint64_t chunks = chunk_count(batch.vocab);
     if (chunks == 1 || tasks.size() >= std::uint64_t(omp_get_max_threads())) {
       whole_rows(batch, tasks, k, out);

@@ -2,6 +2,7 @@
 // device, runs cuda_logprobs on a stream of its own and copies the outputs back.
 #include <cuda_runtime_api.h>
 
+#include <bit>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -77,15 +78,19 @@ class CudaBackend final : public Backend {
   }
 
   bool computes_on_host() const override { return false; }
+  // Contract v1 so far: f32 logits, K = 2^L - 1, no temperatures or ranks.
+  Features features() const override { return {}; }
 
  protected:
-  void compute(const RaggedBatch& batch, int levels, const LogprobsOutput& out) const override {
+  void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
     if (out.rows == 0) return;
+    const int levels = std::bit_width(k);  // K = 2^levels - 1 (features(): no other K)
     const Stream stream;
     // Only the logits the batch reads: rows [0, lro[B]), the last of them up to V.
     const std::uint64_t used_rows = batch.logit_row_offsets.back();
     const std::uint64_t logit_count = used_rows == 0 ? 0 : (used_rows - 1) * batch.row_stride + batch.vocab;
-    const DeviceBuffer logits = upload(std::span<const float>(batch.logits, logit_count), stream.get());
+    const DeviceBuffer logits =
+        upload(std::span<const float>(static_cast<const float*>(batch.logits), logit_count), stream.get());
     const DeviceBuffer tokens = upload(batch.tokens, stream.get());
     const DeviceBuffer sampled = upload(batch.sampled_tokens, stream.get());
     const DeviceBuffer lro = upload(batch.logit_row_offsets, stream.get());

@@ -22,11 +22,12 @@ using namespace cuda_model;
 // The model's row as a one-row result, judged against the reference on the same row.
 ::testing::AssertionResult model_agrees(const std::vector<float>& x, std::uint32_t token, int levels) {
   const ModelRow row = model_row(x.data(), x.size(), token, levels);
-  ResultData got(1, slots_per_row(levels));
+  const std::uint32_t k = top_k(levels);
+  ResultData got(1, slots_per_row(k));
   if (row.tokens.size() != got.width) return ::testing::AssertionFailure() << row.tokens.size() << " slots";
   got.lp_logits = row.values;
   got.lp_tokens = row.tokens;
-  return testing_support::agrees(judge_against_reference(single_row_batch(x, token), levels, got));
+  return testing_support::agrees(judge_against_reference(single_row_batch(x, token), k, got));
 }
 
 std::vector<float> make_row(std::mt19937& rng, std::uint64_t vocab, int kind) {
