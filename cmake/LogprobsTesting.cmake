@@ -25,3 +25,23 @@ function(logprobs_add_test name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 ${properties})
 endfunction()
+
+# logprobs_python_with(MODULE OUT): an interpreter that imports MODULE: the python3 CMake finds
+# first if it does, else Debian's /usr/bin/python3 (whose packages, python3-torch and
+# python3-matplotlib, serve only it; the first python3 on PATH may be a pyenv or a venv without
+# them). OUT is the found one's path, or the first python3 when none imports MODULE (the test
+# then skips, saying so).
+function(logprobs_python_with module out)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(found ${Python3_EXECUTABLE})
+  foreach(candidate IN ITEMS ${Python3_EXECUTABLE} /usr/bin/python3)
+    if(EXISTS ${candidate})
+      execute_process(COMMAND ${candidate} -c "import ${module}" RESULT_VARIABLE missing OUTPUT_QUIET ERROR_QUIET)
+      if(missing EQUAL 0)
+        set(found ${candidate})
+        break()
+      endif()
+    endif()
+  endforeach()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()

@@ -77,6 +77,7 @@ std::unique_ptr<Backend> make_max_backend() {
   return make_row_backend({.name = "max",
                            .description = "port of Modular MAX's kernel: f32 scalar, three passes, fixed-height "
                                           "min-heap (contract v1: f32, K = 2^L - 1)",
+                           .features = {},
                            .sums_in_one_chain = true},
                           compute_row);
 }

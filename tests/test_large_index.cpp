@@ -72,7 +72,8 @@ struct LargeBatch {
             .sampled_tokens = sampled_tokens,
             .logit_row_offsets = logit_row_offsets,
             .token_row_offsets = token_row_offsets,
-            .lp_output_offsets = lp_output_offsets};
+            .lp_output_offsets = lp_output_offsets,
+            .temperatures = std::nullopt};
   }
 };
 
@@ -131,7 +132,8 @@ TEST(LargeIndex, RowsTimesStrideOverflowing64BitsIsRejected) {
                             .sampled_tokens = sampled,
                             .logit_row_offsets = one_row,
                             .token_row_offsets = no_token_rows,
-                            .lp_output_offsets = one_row};
+                            .lp_output_offsets = one_row,
+                            .temperatures = std::nullopt};
     const std::string shown = std::to_string(shape.rows) + " * " + std::to_string(shape.row_stride);
     try {
       validate_batch(batch, 0);

@@ -61,7 +61,8 @@ struct Fields {
                   .sampled_tokens = sampled_tokens,
                   .logit_row_offsets = logit_row_offsets,
                   .token_row_offsets = token_row_offsets,
-                  .lp_output_offsets = lp_output_offsets};
+                  .lp_output_offsets = lp_output_offsets,
+                  .temperatures = std::nullopt};
     if (temperatures) v.temperatures = std::span<const float>(*temperatures);
     return v;
   }
