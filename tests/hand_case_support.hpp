@@ -91,6 +91,13 @@ inline double expected_normalizer(std::span<const float> x) {
 
 inline bool is_candidate(float v) { return !std::isnan(v) && v > -kInf; }
 
+// The batch item that owns output row o (SPEC §2 step 1).
+inline std::uint32_t batch_item_of(const RaggedBatch& batch, std::uint64_t o) {
+  std::uint32_t b = 0;
+  while (batch.lp_output_offsets[b + 1] <= o) ++b;
+  return b;
+}
+
 // What output row o should read: its logit row and evaluated token, worked out by hand.
 struct Want {
   std::uint64_t logit_row;
@@ -104,8 +111,10 @@ struct Want {
 inline ResultData expected_result(const RaggedBatch& batch, std::uint32_t k, const std::vector<Want>& rows) {
   const auto vocab = static_cast<std::uint32_t>(batch.vocab);
   ResultData want(rows.size(), slots_per_row(k));
+  std::vector<float> x(vocab);
   for (std::uint64_t o = 0; o < rows.size(); ++o) {
-    const std::span<const float> x = batch.logit_row(rows[o].logit_row);
+    // x as SPEC §2.5 defines it (the f32 row, or a 16-bit one widened, over the temperature).
+    read_row(batch, {o, rows[o].logit_row, rows[o].token, batch_item_of(batch, o)}, x);
     const double n = expected_normalizer(x);
     std::vector<std::uint32_t> top;
     for (std::uint32_t j = 0; j < vocab; ++j)
@@ -198,5 +207,13 @@ class EveryBackend : public ::testing::TestWithParam<const Backend*> {
 
 // The hand cases' suite, whose tests lie in several files of one executable.
 using HandCase = EveryBackend;
+
+// In a test of the suite: skip, saying why, a backend that does not implement what the case
+// needs (SPEC §4).
+#define SKIP_UNLESS_IMPLEMENTED(batch, k, ranks)                                                      \
+  do {                                                                                               \
+    const std::string lacking = missing_part(backend().features(), (batch).view(), (k), (ranks));    \
+    if (!lacking.empty()) GTEST_SKIP() << backend().name() << " does not implement " << lacking;     \
+  } while (0)
 
 }  // namespace logprobs::hand
