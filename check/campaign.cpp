@@ -97,9 +97,12 @@ class Campaign {
       } catch (const InvalidBatch& e) {  // the cases are valid by construction; say whose bug it is
         throw std::logic_error(fmt::format("{} is invalid at K = {}: {}", origin.text, k, e.what()));
       }
+      // Backends that claim SPEC §8 are held to the canonical backend's bits.
+      const std::optional<ResultData> canonical = canonical_result(options_.backends, batch, k, origin.ranks);
       for (std::size_t b = 0; b < options_.backends.size(); ++b) {
         const Backend& backend = *options_.backends[b];
-        const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance);
+        const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance,
+                                                     canonical ? &*canonical : nullptr);
         cell(b, i).add(outcome);
         if (!outcome.ok()) on_failure(backend, k, batch, origin);
       }
@@ -108,7 +111,10 @@ class Campaign {
 
   // The outcome of `backend` on `batch` as the campaign judges it.
   BackendOutcome judged(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks) const {
-    return judge_backend(backend, batch, k, ranks, run_backend(reference_backend(), batch, k), options_.tolerance);
+    const Backend* const alone[] = {&backend};
+    const std::optional<ResultData> canonical = canonical_result(alone, batch, k, ranks);
+    return judge_backend(backend, batch, k, ranks, run_backend(reference_backend(), batch, k), options_.tolerance,
+                         canonical ? &*canonical : nullptr);
   }
 
   void on_failure(const Backend& backend, std::uint32_t k, const BatchData& batch, const Origin& origin) {
@@ -145,6 +151,7 @@ class Campaign {
     const BackendOutcome outcome = judged(backend, read_batch_file(file.path).batch, k, origin.ranks);
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
+    if (!outcome.canonical_difference.empty()) file.first_violations.push_back(outcome.canonical_difference);
     for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < 5; ++i)
       file.first_violations.push_back(outcome.verdict.violations[i].message());
 

@@ -70,6 +70,7 @@ void print_violations(const std::string& label, const BackendOutcome& outcome, s
   if (!outcome.skipped.empty())
     fmt::print("{}skipped: the batch needs {}, which it does not implement (SPEC §4)\n", label, outcome.skipped);
   if (!outcome.error.empty()) fmt::print("{}threw: {}\n", label, outcome.error);
+  if (!outcome.canonical_difference.empty()) fmt::print("{}{}\n", label, outcome.canonical_difference);
   const auto& violations = outcome.verdict.violations;
   for (std::size_t i = 0; i < violations.size() && i < max_violations; ++i)
     fmt::print("{}{}\n", label, violations[i].message());
@@ -181,6 +182,7 @@ int compare_command(const FileArgs& args) {
   const std::uint32_t k = k_for(args, file);
   const std::vector<const Backend*> backends = backends_under_test(args.backends);
   const ResultData reference = run_backend(reference_backend(), file.batch, k);
+  const std::optional<ResultData> canonical = canonical_result(backends, file.batch, k, args.ranks);
 
   std::vector<CellSummary> cells;
   for (const Backend* backend : backends) {
@@ -189,7 +191,8 @@ int compare_command(const FileArgs& args) {
     if (!args.backends.empty() && !lacking.empty())
       throw UnsupportedPart(
           fmt::format("backend {} does not implement {}, which {} needs", backend->name(), lacking, args.input));
-    const BackendOutcome outcome = judge_backend(*backend, file.batch, k, args.ranks, reference, args.tolerance);
+    const BackendOutcome outcome = judge_backend(*backend, file.batch, k, args.ranks, reference, args.tolerance,
+                                                 canonical ? &*canonical : nullptr);
     print_violations(fmt::format("{}: ", backend->name()), outcome, args.max_violations);
     cells.emplace_back(std::string(backend->name()), k);
     cells.back().add(outcome);

@@ -1,5 +1,9 @@
 #include "judge.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <exception>
 
@@ -10,8 +14,37 @@ Tolerance tolerance_for(const Backend& backend, Tolerance tolerance) {
   return tolerance;
 }
 
+std::string first_bit_difference(const ResultData& got, const ResultData& want) {
+  if (got.rows != want.rows || got.width != want.width || got.ranks != want.ranks)
+    return fmt::format("shape [{}, {}]{} where [{}, {}]{} was expected", got.rows, got.width,
+                       got.ranks ? " with ranks" : "", want.rows, want.width, want.ranks ? " with ranks" : "");
+  for (std::uint64_t o = 0; o < got.rows; ++o) {
+    for (std::uint64_t slot = 0; slot < got.width; ++slot) {
+      const float g = got.value(o, slot), w = want.value(o, slot);
+      if (got.token(o, slot) != want.token(o, slot) ||
+          std::bit_cast<std::uint32_t>(g) != std::bit_cast<std::uint32_t>(w))
+        return fmt::format("output row {}, slot {}: ({}, {} = {:#010x}) where ({}, {} = {:#010x}) was expected", o,
+                           slot, got.token(o, slot), g, std::bit_cast<std::uint32_t>(g), want.token(o, slot), w,
+                           std::bit_cast<std::uint32_t>(w));
+    }
+    if (got.ranks && got.lp_ranks[o] != want.lp_ranks[o])
+      return fmt::format("output row {}: rank {} where {} was expected", o, got.lp_ranks[o], want.lp_ranks[o]);
+  }
+  return "";
+}
+
+std::optional<ResultData> canonical_result(std::span<const Backend* const> backends, const BatchData& batch,
+                                           std::uint32_t k, bool ranks) {
+  const Backend* canonical = find_backend(kCanonicalName);
+  const bool any_claims = std::any_of(backends.begin(), backends.end(), [](const Backend* b) {
+    return b->claims_canonical_arithmetic() && b->name() != kCanonicalName;
+  });
+  if (canonical == nullptr || !any_claims) return std::nullopt;
+  return run_backend(*canonical, batch, k, ranks);
+}
+
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
-                             const ResultData& reference, const Tolerance& tolerance) {
+                             const ResultData& reference, const Tolerance& tolerance, const ResultData* canonical) {
   using Clock = std::chrono::steady_clock;
   BackendOutcome outcome;
   outcome.skipped = missing_part(backend.features(), batch.view(), k, ranks);

@@ -2,6 +2,8 @@
 // campaign, `compare` and the tests do for every case.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 
 #include "comparator.hpp"
@@ -12,9 +14,15 @@ struct BackendOutcome {
   Verdict verdict;
   std::string error;    // what the backend threw, if it threw (then verdict is empty)
   std::string skipped;  // the optional part the backend lacks for this case (then it did not run)
-  double seconds = 0;   // time spent in the backend's run()
-  bool ok() const { return error.empty() && verdict.ok(); }
+  // For a backend that claims SPEC §8, where its bits first differ from the canonical result's.
+  std::string canonical_difference;
+  double seconds = 0;  // time spent in the backend's run()
+  bool ok() const { return error.empty() && verdict.ok() && canonical_difference.empty(); }
 };
+
+// Where `got` first differs in bits from `want` (shape, then row by row: tokens, values, rank),
+// or "" when every bit is the same. NaN payloads count as bits.
+std::string first_bit_difference(const ResultData& got, const ResultData& want);
 
 // The tolerance `backend` is judged by: `tolerance`, with the one-chain summation term when the
 // backend declares one f32 chain (SPEC §5).
@@ -23,9 +31,16 @@ Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
 // Runs `backend` on `batch` at top-K width `k`, asking for ranks when `ranks` (an exception it
 // throws becomes outcome.error), and judges the result against `reference`, the reference
 // backend's result for the same batch and K. A backend lacking an optional part the case needs
-// (SPEC §4) is not run: outcome.skipped names the part.
+// (SPEC §4) is not run: outcome.skipped names the part. When `canonical` is given (the canonical
+// backend's result, ranks as asked) and the backend claims SPEC §8, its bits must equal it.
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
-                             const ResultData& reference, const Tolerance& tolerance);
+                             const ResultData& reference, const Tolerance& tolerance,
+                             const ResultData* canonical = nullptr);
+
+// The canonical backend's result for the case, or nothing when the build has no such backend or
+// none of `backends` claims SPEC §8 (so there is nothing to hold to it).
+std::optional<ResultData> canonical_result(std::span<const Backend* const> backends, const BatchData& batch,
+                                           std::uint32_t k, bool ranks);
 
 // `got`, from any implementation, judged against the reference backend's result for the batch.
 Verdict judge_against_reference(const BatchData& batch, std::uint32_t k, const ResultData& got,

@@ -13,6 +13,7 @@ class RowBackend final : public Backend {
   std::string_view description() const override { return info_.description; }
   Features features() const override { return info_.features; }
   bool sums_in_one_chain() const override { return info_.sums_in_one_chain; }
+  bool claims_canonical_arithmetic() const override { return info_.claims_canonical_arithmetic; }
 
  protected:
   void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {

@@ -18,6 +18,7 @@ struct RowBackendInfo {
   std::string description;
   Features features;
   bool sums_in_one_chain = false;
+  bool claims_canonical_arithmetic = false;
 };
 
 std::unique_ptr<Backend> make_row_backend(RowBackendInfo info, RowFunction row);

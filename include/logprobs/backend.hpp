@@ -41,6 +41,9 @@ class Backend {
   // True for a backend that sums exp(x_j - m) in one f32 chain (the `max` port): SPEC §5 judges
   // it with sum_err(V) = V * 2^-24 instead of sigma * sqrt(V) * 2^-24.
   virtual bool sums_in_one_chain() const { return false; }
+  // True for a backend whose output bits equal, on every input, those of canonical_arithmetic.hpp
+  // (SPEC §8); the campaign checks every such backend against the others bit for bit.
+  virtual bool claims_canonical_arithmetic() const { return false; }
   // True when compute() reads the batch's host memory in place; false for a device backend,
   // which copies whole buffers to its device (so a sparse host mapping or a host sanitizer
   // says nothing about it).
@@ -72,5 +75,9 @@ inline constexpr std::string_view kReferenceName = "reference";
 
 // The reference backend; throws std::logic_error in a build without one.
 const Backend& reference_backend();
+
+// The name of the backend that runs SPEC §8's canonical arithmetic entry by entry
+// (reference/canonical.cpp): the bits every backend that claims §8 must give.
+inline constexpr std::string_view kCanonicalName = "canonical";
 
 }  // namespace logprobs

@@ -182,13 +182,13 @@ void CandidateBuffer::start_chunk() {
   compactions_in_chunk_ = 0;
 }
 
-void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
+void CandidateBuffer::seed_from_ahead(const RowSource& row, std::uint64_t begin, std::uint64_t n) {
   seeded_ = true;
   // The last entries of the range: for ascending rows they are the largest, so t is exact.
   const std::uint64_t sample = std::min<std::uint64_t>(n, std::max<std::uint64_t>(2 * std::uint64_t{k_}, 256));
   scratch_.clear();
-  for (std::uint64_t i = n - sample; i < n; ++i) {
-    const float v = ahead[i];
+  for (std::uint64_t i = begin + n - sample; i < begin + n; ++i) {
+    const float v = row.at(i);
     if (v > -std::numeric_limits<float>::infinity()) scratch_.push_back(v);  // candidates only
   }
   if (scratch_.size() < k_) return;
@@ -198,7 +198,7 @@ void CandidateBuffer::seed_from_ahead(const float* ahead, std::uint64_t n) {
   threshold_ = std::max(threshold_, below_t);
 }
 
-float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t vocab) {
+float CandidateBuffer::speculative_threshold(const RowSource& row, std::uint64_t vocab) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   if (k_ < 255 || vocab < kSampleRun) return kNone;  // small K: few admissions anyway
   // The sample's entries that beat the row's K-th best number about lambda = m K / V (Poisson);
@@ -221,12 +221,13 @@ float CandidateBuffer::speculative_threshold(const float* row, std::uint64_t voc
   scratch_.resize(m + lines);
   float* line_max = scratch_.data() + m;
   std::size_t kept = 0;
+  float x[kSampleRun];
   for (std::uint64_t line = 0; line < lines; ++line) {
-    const float* x = row + line * kSampleStride;
     // The sampled lines lie a page apart, out of the hardware prefetchers' reach; asking for the
     // line 8 samples ahead keeps several misses in flight (perf, K = 255: the sample's share of
     // the pass 9.8% -> 6.5%).
-    if (line + 8 < lines) __builtin_prefetch(x + 8 * kSampleStride);
+    if (line + 8 < lines) __builtin_prefetch(row.entry((line + 8) * kSampleStride));
+    row.read(line * kSampleStride, kSampleRun, x);
     float max = kNone;
     for (std::uint64_t e = 0; e < kSampleRun; ++e) {  // branch-free: kept counts candidates only
       scratch_[kept] = x[e];

@@ -22,6 +22,8 @@
 #include <limits>
 #include <vector>
 
+#include "row_source.hpp"
+
 namespace logprobs::cpu {
 
 class CandidateBuffer {
@@ -71,7 +73,8 @@ class CandidateBuffer {
   // re-arms it), so a false alarm costs one selection over max(2K, 256) entries.
   void start_chunk();
   bool wants_seed() const { return !seeded_ && compactions_in_chunk_ >= 2; }
-  void seed_from_ahead(const float* ahead, std::uint64_t n);
+  // The entries not yet scanned are [begin, begin + n) of `row`.
+  void seed_from_ahead(const RowSource& row, std::uint64_t begin, std::uint64_t n);
 
   // Large K: a running threshold admits about K (1 + ln(V / K)) entries of a random row (and
   // 2K + 64 before it first rises). A speculative threshold from a sample of the row cuts that
@@ -91,7 +94,7 @@ class CandidateBuffer {
   // (and never a rescan for sorted rows: the bound by line maxima in the .cpp).
   static constexpr std::uint64_t kSampleRun = 16;
   static constexpr std::uint64_t kSampleStride = 1024;
-  float speculative_threshold(const float* row, std::uint64_t vocab);
+  float speculative_threshold(const RowSource& row, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
  private:

@@ -1,18 +1,19 @@
 // The `cpu` backend: threads, chunks and the per-row combination around the SIMD chunk scan.
 //
-// Every row is cut into chunks of kChunk entries (the last one shorter). The cut depends on V
-// alone, and so does the order in which chunk statistics are combined (chunk order, in double),
-// so a row's normalizer bits never depend on threads or on the rest of the batch (SPEC §6).
-// The top-K is exact under the total order (value descending, token ascending) and comes out in
-// token order whichever way the row was scanned (see candidate_buffer.hpp), so the token slots
-// are just as independent of the schedule.
+// Every row is cut into chunks of kChunk = 16384 entries (the last one shorter). The statistics
+// are SPEC §8's canonical arithmetic (logprobs/canonical_arithmetic.hpp): each chunk reduces its
+// segments by the pairwise tree, and the row reduces its chunks by the same tree, which is the
+// tree over all its segments; so a row's bits depend neither on the threads nor on the SIMD
+// target nor on the rest of the batch (SPEC §6, §8). The top-K is exact under the total order
+// (value descending, token ascending) and comes out in token order whichever way the row was
+// scanned (see candidate_buffer.hpp), so the token slots are just as independent of the schedule.
 //
 // Two schedules, bitwise identical in output:
 //   - rows >= threads: each thread scans whole rows, chunk after chunk, with one candidate buffer
 //     whose threshold carries across chunks (the cheapest: fewest admissions);
 //   - rows < threads (decode): (row, chunk) pairs are scanned in parallel, each chunk with its own
 //     buffer; the thread that finishes a row's last chunk appends its chunks' survivors in chunk
-//     order.
+//     order and reduces their partials.
 #include <omp.h>
 
 #include <algorithm>
@@ -32,58 +33,52 @@ namespace logprobs {
 namespace {
 
 using cpu::CandidateBuffer;
-using cpu::ChunkStats;
+using cpu::ChunkScan;
+using cpu::kChunk;
+using cpu::RowSource;
 
-// 64 KiB of f32: a chunk's statistics are cheap to combine, and V = 128256 gives 8 chunks, enough
-// to spread one decode row over the cores of a small machine.
-constexpr std::uint64_t kChunk = 16384;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 std::uint64_t chunk_count(std::uint64_t vocab) { return (vocab + kChunk - 1) / kChunk; }
 
-// n = -(R + log(sum_c sum_c * exp(ref_c - R))), R = max_c ref_c; NaN for SPEC §3's NaN, +inf and
-// only -inf rows (has_nan, R = +inf, R = -inf).
-double normalizer(const ChunkStats* chunks, std::uint64_t count) {
-  bool has_nan = false;
-  float ref = -std::numeric_limits<float>::infinity();
-  for (std::uint64_t c = 0; c < count; ++c) {
-    has_nan |= chunks[c].has_nan;
-    ref = std::max(ref, chunks[c].ref);
+// The row's statistics from its chunks' (the pairwise tree over them), and its rank count.
+struct RowStats {
+  double normalizer = 0;
+  std::uint64_t rank = 0;
+};
+
+RowStats row_stats(std::vector<ChunkScan>& chunks) {
+  std::vector<canonical::Partial> parts(chunks.size());
+  std::uint32_t flags = 0;
+  RowStats stats;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    parts[c] = chunks[c].partial;
+    flags |= chunks[c].flags;
+    stats.rank += chunks[c].at_least_xs;
   }
-  if (has_nan || !std::isfinite(ref)) return std::numeric_limits<double>::quiet_NaN();
-  double sum = 0.0;
-  for (std::uint64_t c = 0; c < count; ++c) {
-    if (chunks[c].ref > -std::numeric_limits<float>::infinity()) {
-      sum += chunks[c].sum * std::exp(double(chunks[c].ref) - double(ref));
-    }
-  }
-  return -(double(ref) + std::log(sum));
+  stats.normalizer = canonical::normalizer(canonical::pairwise_tree(parts.data(), parts.size()), flags);
+  return stats;
 }
 
 // Writes one output row from the row's compacted buffer (<= K entries, token order).
-void write_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, double n,
-               const CandidateBuffer& top, const LogprobsOutput& out) {
+void write_row(const RaggedBatch& batch, const RowTask& task, const RowSource& row, std::uint32_t k,
+               const RowStats& stats, const CandidateBuffer& top, const LogprobsOutput& out) {
   float* values = out.row_values(task.output_row);
   std::uint32_t* tokens = out.row_tokens(task.output_row);
   const std::uint64_t found = std::min<std::uint64_t>(top.size(), k);
   for (std::uint64_t slot = 0; slot < found; ++slot) {
     tokens[slot] = top.tokens()[slot];
-    values[slot] = static_cast<float>(double(top.values()[slot]) + n);
+    values[slot] = canonical::output_value(top.values()[slot], stats.normalizer);
   }
-  const float padding = static_cast<float>(-std::numeric_limits<double>::infinity() + n);
+  const float padding = canonical::output_value(kNegInf, stats.normalizer);
   for (std::uint64_t slot = found; slot < k; ++slot) {
     tokens[slot] = static_cast<std::uint32_t>(batch.vocab);
     values[slot] = padding;
   }
-  const float* x = batch.logit_row(task.logit_row).data();
   tokens[k] = task.token;
-  values[k] = static_cast<float>(double(x[task.token]) + n);
+  values[k] = canonical::output_value(row.at(task.token), stats.normalizer);
+  if (out.ranks) out.lp_ranks[task.output_row] = static_cast<std::uint32_t>(stats.rank);
 }
-
-struct ChunkResult {
-  ChunkStats stats;
-  std::vector<float> values;  // the chunk's survivors, token order
-  std::vector<std::uint32_t> tokens;
-};
 
 // `cpu` dispatches to the best SIMD target at every call (so a test that forces a target with
 // hwy::SetSupportedTargetsForTest moves it too); each variant `cpu-<target>` calls one target's
@@ -93,8 +88,9 @@ class CpuBackend final : public Backend {
   // The dispatching backend.
   CpuBackend()
       : name_("cpu"),
-        description_("Highway SIMD (dynamic dispatch), one pass per row: online sum of exp and thresholded "
-                     "top-K; OpenMP over rows and fixed chunks"),
+        description_(
+            "Highway SIMD (dynamic dispatch), SPEC §8's canonical arithmetic in one read per row and a "
+            "thresholded top-K; OpenMP over rows and fixed chunks"),
         scan_(&cpu::scan_chunk) {}
   // The variant held to one target.
   explicit CpuBackend(const cpu::TargetKernel& kernel)
@@ -106,8 +102,8 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::string_view variant_of() const override { return target_ == 0 ? std::string_view() : "cpu"; }
-  // f32 logits, any K; no temperatures or ranks yet.
-  Features features() const override { return {.any_k = true}; }
+  Features features() const override { return Features::all(); }
+  bool claims_canonical_arithmetic() const override { return true; }
   Availability availability() const override {
     if (target_ == 0 || (hwy::SupportedTargets() & target_) != 0) return {};
     return {false, std::string("this CPU does not run ") + hwy::TargetName(target_)};
@@ -116,8 +112,7 @@ class CpuBackend final : public Backend {
  protected:
   void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
     const std::vector<RowTask> tasks = plan_rows(batch);
-    const std::uint64_t chunks = chunk_count(batch.vocab);
-    if (chunks == 1 || tasks.size() >= std::uint64_t(omp_get_max_threads())) {
+    if (chunk_count(batch.vocab) == 1 || tasks.size() >= std::uint64_t(omp_get_max_threads())) {
       whole_rows(batch, tasks, k, out);
     } else {
       split_rows(batch, tasks, k, out);
@@ -125,24 +120,26 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  cpu::ChunkInput chunk_input(const RowSource& row, std::uint64_t vocab, std::uint64_t c, bool ranks, float xs) const {
+    const std::uint64_t begin = c * kChunk;
+    return {&row, begin, std::min(kChunk, vocab - begin), ranks, xs};
+  }
+
   // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from
-  // `threshold`; fills stats (one per chunk) and leaves the buffer compacted.
-  void scan_row(const float* x, std::uint64_t vocab, float threshold, CandidateBuffer& buffer,
-                ChunkStats* stats) const {
+  // `threshold`; fills one ChunkScan per chunk and leaves the buffer compacted.
+  void scan_row(const RowSource& row, std::uint64_t vocab, float threshold, bool ranks, float xs,
+                CandidateBuffer& buffer, std::vector<ChunkScan>& chunks) const {
     buffer.raise_threshold(threshold);
-    for (std::uint64_t c = 0; c < chunk_count(vocab); ++c) {
-      const std::uint64_t begin = c * kChunk, size = std::min(kChunk, vocab - begin);
-      stats[c] = scan_(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
-    }
+    for (std::uint64_t c = 0; c < chunks.size(); ++c) chunks[c] = scan_(chunk_input(row, vocab, c, ranks, xs), buffer);
     buffer.compact();
   }
 
   // A speculative threshold that left fewer than K entries (see candidate_buffer.hpp): the top-K
   // again without it. The statistics do not depend on the threshold, so only the top-K is redone.
-  void rescan_without_speculation(const float* x, std::uint64_t vocab, std::uint32_t k, CandidateBuffer& buffer,
-                                  std::vector<ChunkStats>& scratch) const {
+  void rescan_without_speculation(const RowSource& row, std::uint64_t vocab, std::uint32_t k, CandidateBuffer& buffer,
+                                  std::vector<ChunkScan>& scratch) const {
     buffer.reset(k);
-    scan_row(x, vocab, -std::numeric_limits<float>::infinity(), buffer, scratch.data());
+    scan_row(row, vocab, kNegInf, false, 0.0f, buffer, scratch);
   }
 
   void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
@@ -151,32 +148,41 @@ class CpuBackend final : public Backend {
 #pragma omp parallel
     {
       CandidateBuffer buffer;
-      std::vector<ChunkStats> stats(chunks), ignored(chunks);
+      std::vector<ChunkScan> scans(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t t = 0; t < tasks.size(); ++t) {
-        const float* x = batch.logit_row(tasks[t].logit_row).data();
+        const RowSource row(batch, tasks[t]);
+        const float xs = out.ranks ? row.at(tasks[t].token) : 0.0f;
         buffer.reset(k);
-        const float speculative = buffer.speculative_threshold(x, batch.vocab);
-        scan_row(x, batch.vocab, speculative, buffer, stats.data());
-        if (speculative > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
-          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
-        }
-        write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
+        const float speculative = buffer.speculative_threshold(row, batch.vocab);
+        scan_row(row, batch.vocab, speculative, out.ranks, xs, buffer, scans);
+        if (speculative > kNegInf && buffer.size() < k)
+          rescan_without_speculation(row, batch.vocab, k, buffer, ignored);
+        write_row(batch, tasks[t], row, k, row_stats(scans), buffer, out);
       }
     }
   }
+
+  struct ChunkResult {
+    ChunkScan scan;
+    std::vector<float> values;  // the chunk's survivors, token order
+    std::vector<std::uint32_t> tokens;
+  };
 
   void split_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
                   const LogprobsOutput& out) const {
     const std::uint64_t chunks = chunk_count(batch.vocab);
     std::vector<ChunkResult> results(tasks.size() * chunks);
+    std::vector<RowSource> rows;
+    for (const RowTask& task : tasks) rows.emplace_back(batch, task);
     // Fewer rows than threads: the row samples are few and cheap, so take them serially.
-    std::vector<float> speculative(tasks.size());
+    std::vector<float> speculative(tasks.size()), xs(tasks.size());
     {
       CandidateBuffer buffer;
       for (std::size_t t = 0; t < tasks.size(); ++t) {
         buffer.reset(k);
-        speculative[t] = buffer.speculative_threshold(batch.logit_row(tasks[t].logit_row).data(), batch.vocab);
+        speculative[t] = buffer.speculative_threshold(rows[t], batch.vocab);
+        xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
       }
     }
     // The thread that scans a row's last outstanding chunk also merges the row, so the whole step
@@ -194,12 +200,10 @@ class CpuBackend final : public Backend {
     {
       CandidateBuffer buffer, carried;
       std::size_t carried_row = tasks.size(), last_item = 0;  // none yet
-      std::vector<ChunkStats> stats(chunks), ignored(chunks);
+      std::vector<ChunkScan> scans(chunks), ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < results.size(); ++item) {
         const std::size_t t = item / chunks;
-        const float* x = batch.logit_row(tasks[t].logit_row).data();
-        const std::uint64_t begin = (item % chunks) * kChunk, size = std::min(kChunk, batch.vocab - begin);
         // Only earlier chunks may carry (their survivors must have the smaller tokens); OpenMP
         // hands dynamic iterations out in increasing order, but that is not promised.
         if (t != carried_row || item < last_item) {
@@ -210,7 +214,7 @@ class CpuBackend final : public Backend {
         buffer.reset(k);
         buffer.raise_threshold(std::max(speculative[t], carried.threshold()));
         ChunkResult& r = results[item];
-        r.stats = scan_(x + begin, size, static_cast<std::uint32_t>(begin), buffer);
+        r.scan = scan_(chunk_input(rows[t], batch.vocab, item % chunks, out.ranks, xs[t]), buffer);
         buffer.compact();
         r.values.assign(buffer.values(), buffer.values() + buffer.size());
         r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
@@ -222,14 +226,13 @@ class CpuBackend final : public Backend {
         buffer.reset(k);
         for (std::uint64_t c = 0; c < chunks; ++c) {
           const ChunkResult& chunk = results[t * chunks + c];
-          stats[c] = chunk.stats;
+          scans[c] = chunk.scan;
           for (std::size_t i = 0; i < chunk.values.size(); ++i) buffer.admit(chunk.values[i], chunk.tokens[i]);
         }
         buffer.compact();
-        if (speculative[t] > -std::numeric_limits<float>::infinity() && buffer.size() < k) {
-          rescan_without_speculation(x, batch.vocab, k, buffer, ignored);
-        }
-        write_row(batch, tasks[t], k, normalizer(stats.data(), chunks), buffer, out);
+        if (speculative[t] > kNegInf && buffer.size() < k)
+          rescan_without_speculation(rows[t], batch.vocab, k, buffer, ignored);
+        write_row(batch, tasks[t], rows[t], k, row_stats(scans), buffer, out);
       }
     }
   }

@@ -1,34 +1,32 @@
 // The SIMD pass over one chunk of a row (declared in row_kernel.hpp), compiled once per Highway
 // target by foreach_target.h and picked at run time by HWY_DYNAMIC_DISPATCH.
 //
-// One read of the chunk, in blocks of kBlockVectors vectors, does three things per block:
-//   1. Softmax statistics per lane: sum_lane = sum of exp(x - ref_lane). ref_lane is moved up only
-//      when a block holds an entry more than kRefMargin above it, so the rescaling exp is rare
-//      (at most once per 64 units of growth, not once per new max) and the common path is one
-//      Sub + Exp + Add per vector. Why the margin is safe: exp(x - ref) <= e^64 ~ 6e27, and a lane
-//      sums at most n / lanes such terms, with chunks of 2^14 entries e^64 * 2^14 ~ 1e32 < FLT_MAX
-//      ~ 3.4e38 (the backend never passes a larger n); and entries more than 86 below ref count
-//      as 0 (softmax_exp-inl.h), but they are more than 86 below the lane's true max too, so
-//      below one f32 ulp of the sum.
-//   2. Top-K admission: the block is compared against the buffer's threshold (one Le + And per
-//      vector); only when some lane is not <= threshold does it take the admission path, which
-//      appends the lanes above threshold (compress_admit-inl.h). A NaN fails every `<=`, so NaN
-//      detection costs nothing on the common path: the admission path records it.
-//   3. Special values (SPEC §3), without relying on exp for them: SoftmaxExp returns 0 for NaN
-//      and -inf inputs (and x - ref is NaN for x = +inf or x = ref = -inf), so the sum itself never
-//      sees them. NaN is recorded as has_nan; +inf drives ref to +inf and an only -inf chunk keeps
-//      ref = -inf; the row combination turns all three into a NaN normalizer.
+// The statistics are SPEC §8's canonical arithmetic (logprobs/canonical_arithmetic.hpp), and the
+// layout of this loop is what makes every target give its bits: a segment's entries are summed in
+// 16 logical lanes (entry 64 t + 16 u + l belongs to lane l), and a vector of N lanes holds
+// logical lanes [h N, h N + N) of one step, so a tile (64 entries, 4 steps) is 4 * 16 / N vectors
+// loaded in order and each logical lane sees the definition's operations in the definition's
+// order, whatever N is (16 on AVX-512, 8 on AVX2, 4 on SSE4, 1 on the scalar fallback).
 //
-// Exp error: at most 2 f32 ulp relative over [-86, 64] (softmax_exp-inl.h; tested in
-// optimized/cpu/test_cpu_backend.cpp against std::exp in double, on every target). The sum is
-// accumulated per lane in f32 (at most 2^14 / lanes terms per chunk) and combined across lanes
-// and chunks in double; log is taken once per row in double (std::log: one call per row needs no
-// SIMD). The f32 part is summed in groups of blocks (kGroupBlocks), so its rounding chain stays
-// short on every target: in a 30 s campaign under SPEC §5's rule alone, every target used at most
-// 11% of the tolerance (the one-lane fallback used 85% with one chain per lane).
+// Two passes over each segment of 1024 entries (4 KiB, so the second reads L1):
+//   1. The max (every lane's, then across lanes: the segment's m, exact in any order), top-K
+//      admission, the rank count. Admission: the tile is compared against the buffer's threshold
+//      (one Le + And per vector); only when some lane is not <= threshold does it take the
+//      admission path, which appends the lanes above threshold (compress_admit-inl.h). A NaN
+//      fails every `<=`, so NaN detection costs nothing on the common path: the admission path
+//      records it. x transformed from 16-bit or by a temperature is written to a staging buffer
+//      here, so that it is computed once.
+//   2. Per lane: exp(x - m) by the definition's exp (canonical_exp-inl.h), summed per tile as
+//      (E0 + E1) + (E2 + E3), tile after tile; then the 16 lanes in the definition's tree.
+// Why m is the segment's max and not a running reference point: every exponent is then <= 0 (no
+// overflow, no rescaling inside a segment), and segments combine by the definition's pairwise
+// tree, which the CUDA backend computes with thousands of threads and this loop in order.
+// SPEC §3: NaN is flagged (kHasNaN), +inf makes m = +inf (kHasPosInf); the normalizer of either
+// is NaN whatever the sums, so a NaN that reaches a lane's max on a target whose Max passes it
+// through changes no output bit.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "row_kernel.cpp"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "row_kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -37,10 +35,10 @@
 #include <limits>
 #include <vector>
 
-#include "hwy/highway.h"
+#include "canonical_exp-inl.h"
 #include "compress_admit-inl.h"
-#include "row_kernel.hpp"
-#include "softmax_exp-inl.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace logprobs::cpu {
@@ -48,145 +46,231 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using D = hn::ScalableTag<float>;
-using DU = hn::RebindToUnsigned<D>;
+using DI = hn::RebindToSigned<D>;
 using V = hn::Vec<D>;
+using VI = hn::Vec<DI>;
 
-constexpr std::size_t kBlockVectors = CandidateBuffer::kBlockVectors;
-static_assert(HWY_MAX_BYTES / sizeof(float) <= 16, "CandidateBuffer::kSlack assumes vectors of at most 16 floats");
+constexpr std::size_t kN = hn::MaxLanes(D());
+static_assert(canonical::kLanes % kN == 0, "a vector holds whole logical lanes");
+constexpr std::size_t kRegs = canonical::kLanes / kN;            // vectors per step of a tile
+constexpr std::size_t kTileVectors = canonical::kSteps * kRegs;  // vectors per tile
+constexpr std::uint64_t kTile = canonical::kTile;
+static_assert(kTile <= CandidateBuffer::kSlack - 16, "a tile's admissions fit the buffer's slack");
 
-constexpr float kRefMargin = 64.0f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Blocks summed into `group` before it is added to `sum`: a lane's f32 sum is then a chain of
-// kGroupBlocks + n / (4 lanes kGroupBlocks) roundings instead of n / (4 lanes), which on the
-// one-lane fallback (4096 for a chunk) would use most of SPEC §5's tolerance on rows where every
-// addition rounds the same way.
-constexpr std::size_t kGroupBlocks = 16;
+// f16 to f32 by integer operations (exact): Highway 1.0.3's emulation for targets without F16C
+// turns infinities and NaN into finite values.
+HWY_INLINE V WidenF16(hn::Vec<hn::RebindToUnsigned<D>> bits) {
+  const D d;
+  const hn::RebindToUnsigned<D> du;
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)));
+  const auto exponent = hn::And(hn::ShiftRight<10>(bits), hn::Set(du, 0x1fu));
+  const auto mantissa = hn::And(bits, hn::Set(du, 0x3ffu));
+  const auto normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
+  const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mantissa));
+  // A subnormal f16 is mantissa * 2^-24: exact as an f32 product.
+  const auto subnormal =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(d, hn::BitCast(hn::RebindToSigned<D>(), mantissa)), hn::Set(d, 0x1p-24f)));
+  const auto magnitude = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                                        hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 0x1fu)), special, normal));
+  return hn::BitCast(d, hn::Or(sign, magnitude));
+}
 
-struct LaneState {
-  V ref;        // per-lane reference point of the sums
-  V ref_limit;  // ref + kRefMargin: a block entry above it forces a rescale
-  V sum;        // of exp(x - ref), over the groups done
-  V group;      // of exp(x - ref), over the blocks of the current group
-  V threshold;  // the buffer's admission threshold, broadcast
-  bool has_nan;
-};
+// Entries [i, i + kN) of a row of `kDtype` entries, widened exactly to f32 (SPEC §2.5).
+template <LogitsDtype kDtype>
+HWY_INLINE V LoadWidened(const std::byte* row, std::uint64_t i) {
+  const D d;
+  if constexpr (kDtype == LogitsDtype::f32) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
+  } else {
+    const hn::Rebind<std::uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(row) + i));
+    if constexpr (kDtype == LogitsDtype::bf16) return hn::BitCast(d, hn::ShiftLeft<16>(bits));
+    return WidenF16(bits);
+  }
+}
 
 // The rare part of admission, out of line: compaction and the ascending-row seed. Returns the
 // new threshold.
-HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const float* ahead, std::uint64_t ahead_n) {
+HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, std::uint64_t ahead,
+                                 std::uint64_t ahead_n) {
   if (buffer.over_capacity()) buffer.compact();
-  if (buffer.wants_seed()) buffer.seed_from_ahead(ahead, ahead_n);
+  if (buffer.wants_seed()) buffer.seed_from_ahead(row, ahead, ahead_n);
   return buffer.threshold();
 }
 
-// The admission path of one block: append the lanes above threshold, with their tokens, without
-// a branch per vector (at large K, which vectors admit is unpredictable).
-HWY_INLINE void AdmitBlock(const V* x, std::uint32_t first_token, LaneState& st, CandidateBuffer& buffer,
-                           const float* ahead, std::uint64_t ahead_n) {
-  const D d;
-  const std::size_t lanes = hn::Lanes(d);
-  for (std::size_t i = 0; i < kBlockVectors; ++i) {
-    // Gt is false for NaN, and for -inf (threshold >= -inf).
-    const std::uint32_t token = first_token + static_cast<std::uint32_t>(i * lanes);
-    buffer.added(CompressAdmit(d, x[i], hn::Gt(x[i], st.threshold), token, buffer.value_tail(), buffer.token_tail()));
-    // IsNaN, not Ne(x, x): Highway's Ne is an ordered compare on x86 (false for NaN).
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(x[i])))) st.has_nan = true;
+template <LogitsDtype kDtype>
+class ChunkScanner {
+ public:
+  ChunkScanner(const ChunkInput& in, CandidateBuffer& buffer)
+      : in_(in),
+        row_(*in.row),
+        staged_(!row_.plain()),
+        divide_(row_.temperature.has_value()),
+        temperature_(hn::Set(D(), row_.temperature.value_or(1.0f))),
+        buffer_(buffer),
+        threshold_(hn::Set(D(), buffer.threshold())),
+        xs_(hn::Set(D(), in.xs)) {
+    for (VI& c : counts_) c = hn::Zero(DI());
   }
-  if (HWY_UNLIKELY(buffer.over_capacity() || buffer.wants_seed())) {
-    st.threshold = hn::Set(d, CompactOrSeed(buffer, ahead, ahead_n));
+
+  ChunkScan run() {
+    buffer_.start_chunk();
+    canonical::Partial parts[canonical::kGroupSegments];
+    std::uint64_t count = 0;
+    for (std::uint64_t offset = 0; offset < in_.n; offset += canonical::kSegment)
+      parts[count++] = segment(in_.begin + offset, std::min(canonical::kSegment, in_.n - offset));
+    ChunkScan scan;
+    scan.partial = CanonicalTree(parts, count);
+    scan.flags = (has_nan_ ? canonical::kHasNaN : 0u) | (pos_inf_ ? canonical::kHasPosInf : 0u);
+    if (in_.count_rank) {
+      HWY_ALIGN std::int32_t lanes[kN];
+      for (const VI& c : counts_) {
+        hn::Store(c, DI(), lanes);
+        for (std::size_t l = 0; l < kN; ++l) scan.at_least_xs += std::uint64_t(lanes[l]);
+      }
+    }
+    return scan;
   }
-}
 
-// One block of kBlockVectors vectors at p (tokens first_token...). `ahead` is the part of the
-// chunk not yet scanned, for the ascending-row seed.
-HWY_INLINE void ScanBlock(const float* HWY_RESTRICT p, std::uint32_t first_token, LaneState& st,
-                          CandidateBuffer& buffer, const float* ahead, std::uint64_t ahead_n) {
-  const D d;
-  const std::size_t lanes = hn::Lanes(d);
-  V x[kBlockVectors];
-  for (std::size_t i = 0; i < kBlockVectors; ++i) x[i] = hn::LoadU(d, p + i * lanes);
+ private:
+  // Segment [begin, begin + n): its canonical partial.
+  canonical::Partial segment(std::uint64_t begin, std::uint64_t n) {
+    const D d;
+    const std::uint64_t tiles = (n + kTile - 1) / kTile, full_tiles = n / kTile;
+    V max[kRegs];
+    for (V& m : max) m = hn::Set(d, kNegInf);
+    for (std::uint64_t t = 0; t < tiles; ++t) {
+      V x[kTileVectors];
+      const std::uint64_t at = begin + t * kTile;
+      float* stage = stage_ + t * kTile;
+      if (t < full_tiles) {
+        for (std::size_t i = 0; i < kTileVectors; ++i) {
+          x[i] = LoadWidened<kDtype>(row_.row, at + i * kN);
+          if (divide_) x[i] = hn::Div(x[i], temperature_);
+          if (staged_) hn::Store(x[i], d, stage + i * kN);
+        }
+      } else {  // the last, partial tile: -inf past the row's end adds exp(-inf) = 0 and never enters
+        for (std::uint64_t e = 0; e < kTile; ++e) stage[e] = e < n - t * kTile ? row_.at(at + e) : kNegInf;
+        for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(d, stage + i * kN);
+      }
+      admit(x, at);
+      for (std::size_t i = 0; i < kTileVectors; ++i) max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+      if (in_.count_rank) count_at_least_xs(x, t < full_tiles ? kTile : n - t * kTile);
+    }
+    for (std::size_t h = 1; h < kRegs; ++h) max[0] = hn::Max(max[0], max[h]);
+    const V m = hn::MaxOfLanes(d, max[0]);
+    canonical::Partial partial{hn::GetLane(m), 0.0f};
+    pos_inf_ |= partial.max == std::numeric_limits<float>::infinity();
 
-  static_assert(kBlockVectors == 4, "the reductions below are written for 4 vectors");
-  const auto below = hn::And(hn::And(hn::Le(x[0], st.threshold), hn::Le(x[1], st.threshold)),
-                             hn::And(hn::Le(x[2], st.threshold), hn::Le(x[3], st.threshold)));
-  if (HWY_UNLIKELY(!hn::AllTrue(d, below))) AdmitBlock(x, first_token, st, buffer, ahead, ahead_n);
-
-  const V block_max = hn::Max(hn::Max(x[0], x[1]), hn::Max(x[2], x[3]));
-  if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Le(block_max, st.ref_limit)))) {
-    // Only lanes whose ref changes get a scale below 1; exp(-inf - -inf) = exp(NaN) is 0 here
-    // (SoftmaxExp), harmless since such a lane's sum is still 0.
-    const V new_ref = hn::Max(st.ref, block_max);
-    const V scale = SoftmaxExp(d, hn::Sub(st.ref, new_ref));
-    st.sum = hn::Mul(st.sum, scale);
-    st.group = hn::Mul(st.group, scale);
-    st.ref = new_ref;
-    st.ref_limit = hn::Add(new_ref, hn::Set(d, kRefMargin));
+    V lanes[kRegs];
+    for (V& l : lanes) l = hn::Zero(d);
+    for (std::uint64_t t = 0; t < tiles; ++t) {
+      const float* x = staged_ || t >= full_tiles ? stage_ + t * kTile : row_.plain_row() + begin + t * kTile;
+      for (std::size_t h = 0; h < kRegs; ++h) {
+        const V e0 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (0 * kRegs + h) * kN), m));
+        const V e1 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (1 * kRegs + h) * kN), m));
+        const V e2 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (2 * kRegs + h) * kN), m));
+        const V e3 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (3 * kRegs + h) * kN), m));
+        lanes[h] = hn::Add(lanes[h], hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)));
+      }
+    }
+    HWY_ALIGN float lane_sums[canonical::kLanes];
+    for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
+    partial.sum = canonical::lane_tree(lane_sums);
+    return partial;
   }
-  // One accumulator, added a block at a time: fewer live vector registers (AVX2 has 16, and
-  // exp's constants want most of them) and one dependent add per block instead of per vector.
-  const V e01 = hn::Add(SoftmaxExp(d, hn::Sub(x[0], st.ref)), SoftmaxExp(d, hn::Sub(x[1], st.ref)));
-  const V e23 = hn::Add(SoftmaxExp(d, hn::Sub(x[2], st.ref)), SoftmaxExp(d, hn::Sub(x[3], st.ref)));
-  st.group = hn::Add(st.group, hn::Add(e01, e23));
-}
 
-ChunkStats ScanChunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer) {
-  const D d;
-  const std::size_t lanes = hn::Lanes(d);
-  const std::size_t block = kBlockVectors * lanes;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-
-  LaneState st;
-  st.ref = hn::Set(d, neg_inf);
-  st.ref_limit = st.ref;
-  st.sum = hn::Zero(d);
-  st.group = hn::Zero(d);
-  st.threshold = hn::Set(d, buffer.threshold());
-  st.has_nan = false;
-  buffer.start_chunk();
-
-  std::uint64_t j = 0;
-  for (std::size_t blocks = 1; j + block <= n; j += block, ++blocks) {
-    ScanBlock(x + j, first_token + static_cast<std::uint32_t>(j), st, buffer, x + j + block, n - j - block);
-    if (blocks % kGroupBlocks == 0) {
-      st.sum = hn::Add(st.sum, st.group);
-      st.group = hn::Zero(d);
+  // SPEC §2.9's count over the tile's first `valid` entries (the padding of a partial tile is -inf,
+  // which an x_s of -inf would count).
+  HWY_INLINE void count_at_least_xs(const V* x, std::uint64_t valid) {
+    const D d;
+    for (std::size_t i = 0; i < kTileVectors; ++i) {
+      const std::uint64_t before = i * kN;
+      auto counted = hn::Ge(x[i], xs_);
+      if (valid < before + kN) counted = hn::And(counted, hn::FirstN(d, valid > before ? valid - before : 0));
+      counts_[i % kRegs] = hn::Sub(counts_[i % kRegs], hn::BitCast(DI(), hn::VecFromMask(d, counted)));
     }
   }
-  if (j < n) {
-    // The last partial block, padded with -inf: it never enters, and adds exp(-inf) = 0.
-    HWY_ALIGN float tail[kBlockVectors * HWY_MAX_BYTES / sizeof(float)];
-    for (std::size_t i = 0; i < block; ++i) tail[i] = j + i < n ? x[j + i] : neg_inf;
-    ScanBlock(tail, first_token + static_cast<std::uint32_t>(j), st, buffer, x + n, 0);
-  }
 
-  // Lanes to one (ref, sum), in double and in lane order (fixed for a given target).
-  const V lane_sums = hn::Add(st.sum, st.group);
-  HWY_ALIGN float refs[HWY_MAX_BYTES / sizeof(float)];
-  HWY_ALIGN float sums[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(st.ref, d, refs);
-  hn::Store(lane_sums, d, sums);
-  float ref = neg_inf;
-  for (std::size_t l = 0; l < lanes; ++l) ref = refs[l] > ref ? refs[l] : ref;
-  double sum = 0.0;
-  if (std::isfinite(ref)) {
-    for (std::size_t l = 0; l < lanes; ++l) {
-      if (refs[l] > neg_inf) sum += double(sums[l]) * std::exp(double(refs[l]) - double(ref));
+  // Top-K admission of one tile whose first entry is `at`: appends the lanes above threshold,
+  // with their tokens, in token order and without a branch per vector (at large K, which vectors
+  // admit is unpredictable).
+  HWY_INLINE void admit(const V* x, std::uint64_t at) {
+    const D d;
+    auto below = hn::Le(x[0], threshold_);
+    for (std::size_t i = 1; i < kTileVectors; ++i) below = hn::And(below, hn::Le(x[i], threshold_));
+    if (HWY_LIKELY(hn::AllTrue(d, below))) return;
+    for (std::size_t i = 0; i < kTileVectors; ++i) {
+      // Gt is false for NaN, and for -inf (threshold >= -inf).
+      const auto token = static_cast<std::uint32_t>(at + i * kN);
+      buffer_.added(
+          CompressAdmit(d, x[i], hn::Gt(x[i], threshold_), token, buffer_.value_tail(), buffer_.token_tail()));
+      // IsNaN, not Ne(x, x): Highway's Ne is an ordered compare on x86 (false for NaN).
+      if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(x[i])))) has_nan_ = true;
+    }
+    if (HWY_UNLIKELY(buffer_.over_capacity() || buffer_.wants_seed())) {
+      const std::uint64_t ahead = at + kTile, end = in_.begin + in_.n;
+      threshold_ = hn::Set(d, CompactOrSeed(buffer_, row_, ahead, ahead < end ? end - ahead : 0));
     }
   }
-  return {ref, sum, st.has_nan};
+
+  const ChunkInput& in_;
+  const RowSource& row_;
+  const bool staged_;  // x differs from the row's bytes: pass 2 reads the staging buffer
+  const bool divide_;
+  const V temperature_;
+  CandidateBuffer& buffer_;
+  V threshold_;
+  const V xs_;
+  VI counts_[kRegs];
+  bool has_nan_ = false;
+  bool pos_inf_ = false;
+  HWY_ALIGN float stage_[canonical::kSegment];
+};
+
+ChunkScan ScanChunk(const ChunkInput& in, CandidateBuffer& buffer) {
+  switch (in.row->dtype) {
+    case LogitsDtype::bf16:
+      return ChunkScanner<LogitsDtype::bf16>(in, buffer).run();
+    case LogitsDtype::f16:
+      return ChunkScanner<LogitsDtype::f16>(in, buffer).run();
+    case LogitsDtype::f32:
+      break;
+  }
+  return ChunkScanner<LogitsDtype::f32>(in, buffer).run();
 }
 
 const char* CurrentTargetName() { return hwy::TargetName(HWY_TARGET); }
 
 void ExpForTest(const float* in, float* out, std::size_t n) {
   const D d;
-  const std::size_t lanes = hn::Lanes(d);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  for (std::size_t i = 0; i < n; i += lanes) {
-    const std::size_t m = std::min(lanes, n - i);
-    for (std::size_t l = 0; l < lanes; ++l) buf[l] = l < m ? in[i + l] : 0.0f;
-    hn::Store(SoftmaxExp(d, hn::Load(d, buf)), d, buf);
+  HWY_ALIGN float buf[kN];
+  for (std::size_t i = 0; i < n; i += kN) {
+    const std::size_t m = std::min(kN, n - i);
+    for (std::size_t l = 0; l < kN; ++l) buf[l] = l < m ? in[i + l] : 0.0f;
+    hn::Store(CanonicalExp(d, hn::Load(d, buf)), d, buf);
     std::memcpy(out + i, buf, m * sizeof(float));
+  }
+}
+
+void CombineForTest(const canonical::Partial* a, const canonical::Partial* b, canonical::Partial* out, std::size_t n) {
+  const D d;
+  HWY_ALIGN float am[kN], as[kN], bm[kN], bs[kN];
+  for (std::size_t i = 0; i < n; i += kN) {
+    const std::size_t m = std::min(kN, n - i);
+    for (std::size_t l = 0; l < kN; ++l) {
+      const bool in = l < m;
+      am[l] = in ? a[i + l].max : 0.0f, as[l] = in ? a[i + l].sum : 0.0f;
+      bm[l] = in ? b[i + l].max : 0.0f, bs[l] = in ? b[i + l].sum : 0.0f;
+    }
+    V max = hn::Load(d, am), sum = hn::Load(d, as);
+    CanonicalCombine(d, max, sum, hn::Load(d, bm), hn::Load(d, bs));
+    hn::Store(max, d, am);
+    hn::Store(sum, d, as);
+    for (std::size_t l = 0; l < m; ++l) out[i + l] = {am[l], as[l]};
   }
 }
 
@@ -200,9 +284,10 @@ namespace logprobs::cpu {
 HWY_EXPORT(ScanChunk);
 HWY_EXPORT(CurrentTargetName);
 HWY_EXPORT(ExpForTest);
+HWY_EXPORT(CombineForTest);
 
-ChunkStats scan_chunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer) {
-  return HWY_DYNAMIC_DISPATCH(ScanChunk)(x, n, first_token, buffer);
+ChunkScan scan_chunk(const ChunkInput& in, CandidateBuffer& buffer) {
+  return HWY_DYNAMIC_DISPATCH(ScanChunk)(in, buffer);
 }
 
 // HWY_CHOOSE_<TARGET> (highway.h, what HWY_EXPORT builds its table from) names the function
@@ -227,6 +312,11 @@ std::span<const TargetKernel> compiled_kernels() {
 const char* scan_chunk_target() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
 
 void exp_for_test(const float* in, float* out, std::size_t n) { HWY_DYNAMIC_DISPATCH(ExpForTest)(in, out, n); }
+
+void combine_for_test(const canonical::Partial* a, const canonical::Partial* b, canonical::Partial* out,
+                      std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(CombineForTest)(a, b, out, n);
+}
 
 }  // namespace logprobs::cpu
 #endif

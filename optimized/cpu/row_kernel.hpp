@@ -1,4 +1,5 @@
-// The SIMD pass over one chunk of a row: softmax statistics and top-K admission in one read.
+// The SIMD pass over one chunk of a row: SPEC §8's canonical statistics (the pairwise tree of its
+// segments' partials, logprobs/canonical_arithmetic.hpp), the rank count and top-K admission.
 #pragma once
 
 #include <cstddef>
@@ -6,28 +7,38 @@
 #include <span>
 
 #include "candidate_buffer.hpp"
+#include "logprobs/canonical_arithmetic.hpp"
+#include "row_source.hpp"
 
 namespace logprobs::cpu {
 
-// What a chunk contributes to its row's normalizer: sum = sum over the chunk of exp(x - ref).
-// ref is a reference point, not the chunk's max: the kernel lets the max run up to kRefMargin
-// above it before rescaling (see row_kernel.cpp), so the row's normalizer is
-//   n = -(R + log(sum_c sum_c * exp(ref_c - R))),  R = max_c ref_c.
-// ref is -inf for a chunk of only -inf, +inf for a chunk holding +inf (SPEC §3 reads both off R).
-struct ChunkStats {
-  float ref;
-  double sum;
-  bool has_nan;
+// A chunk: canonical::kGroupSegments segments (16384 entries; the row's last chunk may be
+// shorter), so that chunks reduce apart and then together (canonical_arithmetic.hpp).
+inline constexpr std::uint64_t kChunk = canonical::kGroupSegments * canonical::kSegment;
+
+struct ChunkInput {
+  const RowSource* row = nullptr;
+  std::uint64_t begin = 0;  // the chunk's first entry, a multiple of kChunk
+  std::uint64_t n = 0;      // its entries, at most kChunk
+  bool count_rank = false;  // count the entries with x_j >= x_s (SPEC §2.9)
+  float xs = 0;
 };
 
-// Scans x[0, n) (tokens first_token + j): returns the chunk's statistics and admits into `buffer`
-// every entry above its threshold (see candidate_buffer.hpp). Dispatches to the best SIMD target
+// What a chunk contributes to its row: the pairwise tree of its segments' partials, the SPEC §3
+// flags (canonical::kHasNaN, kHasPosInf), and how many of its x_j are >= x_s.
+struct ChunkScan {
+  canonical::Partial partial;
+  std::uint32_t flags = 0;
+  std::uint64_t at_least_xs = 0;
+};
+
+// Scans a chunk: returns its statistics and admits into `buffer` every entry above the buffer's
+// threshold (see candidate_buffer.hpp), in token order. Dispatches to the best SIMD target
 // Highway finds at run time (or the one a test forces with hwy::SetSupportedTargetsForTest).
-ChunkStats scan_chunk(const float* x, std::uint64_t n, std::uint32_t first_token, CandidateBuffer& buffer);
+ChunkScan scan_chunk(const ChunkInput& in, CandidateBuffer& buffer);
 
 // scan_chunk compiled for one SIMD target only, called without dispatch.
-using ChunkScanner = ChunkStats (*)(const float* x, std::uint64_t n, std::uint32_t first_token,
-                                   CandidateBuffer& buffer);
+using ChunkScanner = ChunkScan (*)(const ChunkInput& in, CandidateBuffer& buffer);
 struct TargetKernel {
   std::int64_t target;  // a Highway target bit (HWY_AVX2, ...)
   ChunkScanner scan;
@@ -39,8 +50,9 @@ std::span<const TargetKernel> compiled_kernels();
 // The target scan_chunk dispatches to now, for reports and tests.
 const char* scan_chunk_target();
 
-// out[i] = exp(in[i]) as scan_chunk computes it under the current target (softmax_exp-inl.h);
-// for the test of its error bound.
+// For the tests, under the current target: out[i] = canonical::exp_f32(in[i]) as the kernel
+// computes it; and canonical::combine of a[i] and b[i].
 void exp_for_test(const float* in, float* out, std::size_t n);
+void combine_for_test(const canonical::Partial* a, const canonical::Partial* b, canonical::Partial* out, std::size_t n);
 
 }  // namespace logprobs::cpu

@@ -292,7 +292,7 @@ TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
         for (std::uint64_t j = 0; j < vocab; ++j) row[j] = static_cast<float>(0.001 * rank(double(j)));
         CandidateBuffer buffer;
         buffer.reset(k);
-        const float threshold = buffer.speculative_threshold(row.data(), vocab);
+        const float threshold = buffer.speculative_threshold(cpu::RowSource(row.data()), vocab);
         const auto admitted = std::count_if(row.begin(), row.end(), [&](float x) { return x > threshold; });
         EXPECT_GE(admitted, k) << shape << " V " << vocab << " K " << k << " threshold " << threshold;
       }

@@ -1,0 +1,49 @@
+// One logit row as the kernel reads it: its entries in their dtype, and the SPEC §2.5 transform
+// to x (widened exactly to f32, then divided by the batch item's temperature, an IEEE f32
+// division). The SIMD kernel applies the same transform lane by lane; this scalar form serves
+// the cold paths (the speculation sample, the ascending-row seed, the evaluated token's slot),
+// which must see the very same x.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "logprobs/batch.hpp"
+
+namespace logprobs::cpu {
+
+struct RowSource {
+  const std::byte* row = nullptr;  // entry 0 of the row
+  LogitsDtype dtype = LogitsDtype::f32;
+  std::optional<float> temperature;
+
+  // A plain f32 row.
+  explicit RowSource(const float* f32_row) : row(reinterpret_cast<const std::byte*>(f32_row)) {}
+  RowSource(const RaggedBatch& batch, const RowTask& task) : row(batch.row_bytes(task.logit_row)), dtype(batch.dtype) {
+    if (batch.has_temperatures()) temperature = (*batch.temperatures)[task.batch_item];
+  }
+
+  // The entries needing no transform (f32 without a temperature) are read in place.
+  bool plain() const { return dtype == LogitsDtype::f32 && !temperature; }
+  const float* plain_row() const { return reinterpret_cast<const float*>(row); }
+  const std::byte* entry(std::uint64_t j) const { return row + j * dtype_bytes(dtype); }
+
+  float at(std::uint64_t j) const {
+    float x;
+    if (dtype == LogitsDtype::f32) {
+      std::memcpy(&x, entry(j), sizeof x);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, entry(j), sizeof bits);
+      x = dtype == LogitsDtype::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+    }
+    return temperature ? x / *temperature : x;
+  }
+  void read(std::uint64_t begin, std::uint64_t n, float* out) const {
+    for (std::uint64_t i = 0; i < n; ++i) out[i] = at(begin + i);
+  }
+};
+
+}  // namespace logprobs::cpu
