@@ -24,9 +24,11 @@
 // SPEC §3: NaN is flagged (kHasNaN), +inf makes m = +inf (kHasPosInf); the normalizer of either
 // is NaN whatever the sums, so a NaN that reaches a lane's max on a target whose Max passes it
 // through changes no output bit.
+// clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "row_kernel.cpp"
-#include "row_kernel.hpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// clang-format on
 
 #include <algorithm>
 #include <cmath>
@@ -37,8 +39,8 @@
 
 #include "canonical_exp-inl.h"
 #include "compress_admit-inl.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "row_kernel.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace logprobs::cpu {
