@@ -57,8 +57,12 @@ BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std
     outcome.error = e.what();
   }
   outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (outcome.error.empty())
-    outcome.verdict = compare_result(batch, k, reference, got, tolerance_for(backend, tolerance));
+  if (!outcome.error.empty()) return outcome;
+  outcome.verdict = compare_result(batch, k, reference, got, tolerance_for(backend, tolerance));
+  if (canonical != nullptr && backend.claims_canonical_arithmetic()) {
+    if (const std::string difference = first_bit_difference(got, *canonical); !difference.empty())
+      outcome.canonical_difference = "SPEC §8: bits differ from the canonical arithmetic's at " + difference;
+  }
   return outcome;
 }
 

@@ -2,6 +2,7 @@
 // backend that has a planted bug: shrunk, written, replayable with the options that failed it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -95,6 +96,39 @@ TEST(LogprobsCheckCampaign, ReplayLineCarriesTheToleranceOptions) {
   EXPECT_FALSE(contains(replay, "--sigma")) << "the default is left out: " << replay;
   EXPECT_EQ(tolerance_flags({.sigma = 0.5, .linear_sum = true}), " --sigma 0.5 --linear-sum");
   EXPECT_EQ(tolerance_flags(Tolerance{}), "");
+}
+
+// A backend that claims SPEC §8 but is one ulp off the canonical bits in its first value: within
+// every tolerance, so only the bit check can catch it.
+class OneUlpOffCanonical final : public Backend {
+ public:
+  std::string_view name() const override { return "one-ulp-off"; }
+  std::string_view description() const override { return "canonical, one ulp off in its first value"; }
+  Features features() const override { return Features::all(); }
+  bool claims_canonical_arithmetic() const override { return true; }
+
+ protected:
+  void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
+    find_backend(kCanonicalName)->run(batch, k, out);
+    if (out.rows > 0 && std::isfinite(out.lp_logits[0])) out.lp_logits[0] = std::nextafter(out.lp_logits[0], 0.0f);
+  }
+};
+
+TEST(LogprobsCheckCampaign, ABackendClaimingSpec8IsHeldToTheCanonicalBits) {
+  const OneUlpOffCanonical off;
+  CampaignOptions options;
+  options.backends = {&off};
+  options.ks = {0, 5};
+  options.max_cases = 5;
+  options.seed = 3;
+  options.counterexample_dir = temp_dir() / "canonical";
+  std::ostringstream log;
+  const CampaignReport report = run_campaign(options, log);
+  ASSERT_GT(total_failures(report.cells), 0u);
+  EXPECT_TRUE(contains(log.str(), "SPEC §8: bits differ from the canonical arithmetic's at output row 0, slot 0"))
+      << log.str();
+  ASSERT_FALSE(report.counterexamples.empty());
+  EXPECT_TRUE(report.counterexamples[0].reproduces) << "the written file fails the bit check again";
 }
 
 }  // namespace
