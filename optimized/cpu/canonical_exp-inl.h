@@ -49,16 +49,23 @@ HWY_INLINE V Fma(D d, V a, V b, V c) {
   }
 }
 
-// canonical::exp_f32, lane by lane.
+// -(a * b) + c, rounded once (the same as fma(-a, b, c): negation is exact).
 template <class D, class V = hn::Vec<D>>
+HWY_INLINE V NegFma(D d, V a, V b, V c) {
+  if constexpr (kNativeFma) return hn::NegMulAdd(a, b, c);
+  return Fma(d, hn::Neg(a), b, c);
+}
+
+// canonical::exp_f32, lane by lane. kInRange: the caller knows every x >= kExpFloor (so not NaN
+// or -inf), where the definition's selection of 0 below the range would select nothing.
+template <bool kInRange = false, class D, class V = hn::Vec<D>>
 HWY_INLINE V CanonicalExp(D d, V x) {
   const hn::RebindToSigned<D> di;
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
   const V t = Fma(d, x, hn::Set(d, 1.44269504088896341f), shifter);
   const V n = hn::Sub(t, shifter);
-  const V minus_n = hn::Neg(n);
-  V r = Fma(d, minus_n, hn::Set(d, 0.693145751953125f), x);
-  r = Fma(d, minus_n, hn::Set(d, 1.428606765330187045e-6f), r);
+  V r = NegFma(d, n, hn::Set(d, 0.693145751953125f), x);
+  r = NegFma(d, n, hn::Set(d, 1.428606765330187045e-6f), r);
   V q = hn::Set(d, 0.0013926175888627768f);
   q = Fma(d, q, r, hn::Set(d, 0.008363173343241215f));
   q = Fma(d, q, r, hn::Set(d, 0.041666556149721146f));
@@ -67,8 +74,9 @@ HWY_INLINE V CanonicalExp(D d, V x) {
   const V one = hn::Set(d, 1.0f);
   const V p = Fma(d, Fma(d, q, r, one), r, one);
   // t's low mantissa bits hold n (two's complement), so t's bits << 23 are n << 23.
-  const auto scaled = hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t)));
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), hn::BitCast(d, scaled));
+  const V scaled = hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t))));
+  if constexpr (kInRange) return scaled;
+  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), scaled);
 }
 
 // canonical::combine of lanes (a_max, a_sum) and (b_max, b_sum), lane by lane: the same branch

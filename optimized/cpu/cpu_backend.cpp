@@ -122,7 +122,7 @@ class CpuBackend final : public Backend {
  private:
   cpu::ChunkInput chunk_input(const RowSource& row, std::uint64_t vocab, std::uint64_t c, bool ranks, float xs) const {
     const std::uint64_t begin = c * kChunk;
-    return {&row, begin, std::min(kChunk, vocab - begin), ranks, xs};
+    return {&row, begin, std::min(kChunk, vocab - begin), vocab, ranks, xs};
   }
 
   // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from

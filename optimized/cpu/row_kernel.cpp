@@ -103,14 +103,21 @@ HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, 
   return buffer.threshold();
 }
 
-template <LogitsDtype kDtype>
+// kDtype and kDivide (a temperature) are template parameters so that the loops hold no branch on
+// them; kStaged: x differs from the row's bytes, so pass 1 writes it for pass 2 to read.
+template <LogitsDtype kDtype, bool kDivide>
 class ChunkScanner {
+  static constexpr bool kStaged = kDtype != LogitsDtype::f32 || kDivide;
+  // Pass 2 asks for the segment this many ahead (one ahead arrived late: pass 1 still waited on
+  // memory), a segment's cache lines spread over its 16 tiles.
+  static constexpr std::uint64_t kPrefetchSegments = 2;
+  static constexpr std::size_t kPrefetchLines =
+      canonical::kSegment * dtype_bytes(kDtype) / 64 / canonical::kTilesPerSegment;
+
  public:
   ChunkScanner(const ChunkInput& in, CandidateBuffer& buffer)
       : in_(in),
         row_(*in.row),
-        staged_(!row_.plain()),
-        divide_(row_.temperature.has_value()),
         temperature_(hn::Set(D(), row_.temperature.value_or(1.0f))),
         buffer_(buffer),
         threshold_(hn::Set(D(), buffer.threshold())),
@@ -138,47 +145,85 @@ class ChunkScanner {
   }
 
  private:
+  // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
+  HWY_INLINE void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
+    admit(x, at);
+    for (std::size_t i = 0; i < kTileVectors; ++i) {
+      max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+      min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
+    }
+    if (in_.count_rank) count_at_least_xs(x, valid);
+  }
+
+  // Pass 2 over one tile of x at p: each lane's term (E0 + E1) + (E2 + E3), added to its sum.
+  // Meanwhile `prefetch` (the next segment's share for this tile, or null) is asked for: pass 1
+  // is memory's and pass 2 the exp's, and without it the two would take turns instead of
+  // overlapping (perf: half the samples waited on pass 1's loads).
+  template <bool kInRange>
+  static HWY_INLINE void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch) {
+    const D d;
+    if (prefetch != nullptr)
+      for (std::size_t line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(prefetch + 64 * line);
+    for (std::size_t h = 0; h < kRegs; ++h) {
+      const V e0 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (0 * kRegs + h) * kN), m));
+      const V e1 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (1 * kRegs + h) * kN), m));
+      const V e2 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (2 * kRegs + h) * kN), m));
+      const V e3 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (3 * kRegs + h) * kN), m));
+      lanes[h] = hn::Add(lanes[h], hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)));
+    }
+  }
+
   // Segment [begin, begin + n): its canonical partial.
   canonical::Partial segment(std::uint64_t begin, std::uint64_t n) {
     const D d;
-    const std::uint64_t tiles = (n + kTile - 1) / kTile, full_tiles = n / kTile;
-    V max[kRegs];
+    const std::uint64_t full_tiles = n / kTile, tail = n % kTile;
+    V max[kRegs], min[kRegs];
     for (V& m : max) m = hn::Set(d, kNegInf);
-    for (std::uint64_t t = 0; t < tiles; ++t) {
+    for (V& m : min) m = hn::Set(d, std::numeric_limits<float>::infinity());
+    for (std::uint64_t t = 0; t < full_tiles; ++t) {
       V x[kTileVectors];
       const std::uint64_t at = begin + t * kTile;
-      float* stage = stage_ + t * kTile;
-      if (t < full_tiles) {
-        for (std::size_t i = 0; i < kTileVectors; ++i) {
-          x[i] = LoadWidened<kDtype>(row_.row, at + i * kN);
-          if (divide_) x[i] = hn::Div(x[i], temperature_);
-          if (staged_) hn::Store(x[i], d, stage + i * kN);
-        }
-      } else {  // the last, partial tile: -inf past the row's end adds exp(-inf) = 0 and never enters
-        for (std::uint64_t e = 0; e < kTile; ++e) stage[e] = e < n - t * kTile ? row_.at(at + e) : kNegInf;
-        for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(d, stage + i * kN);
+      for (std::size_t i = 0; i < kTileVectors; ++i) {
+        x[i] = LoadWidened<kDtype>(row_.row, at + i * kN);
+        if constexpr (kDivide) x[i] = hn::Div(x[i], temperature_);
+        if constexpr (kStaged) hn::Store(x[i], d, stage_ + t * kTile + i * kN);
       }
-      admit(x, at);
-      for (std::size_t i = 0; i < kTileVectors; ++i) max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
-      if (in_.count_rank) count_at_least_xs(x, t < full_tiles ? kTile : n - t * kTile);
+      first_pass_tile(x, at, kTile, max, min);
     }
-    for (std::size_t h = 1; h < kRegs; ++h) max[0] = hn::Max(max[0], max[h]);
+    if (tail > 0) {  // the last, partial tile: -inf past the row's end adds exp(-inf) = 0 and never enters
+      float* stage = stage_ + full_tiles * kTile;
+      const std::uint64_t at = begin + full_tiles * kTile;
+      for (std::uint64_t e = 0; e < kTile; ++e) stage[e] = e < tail ? row_.at(at + e) : kNegInf;
+      V x[kTileVectors];
+      for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(d, stage + i * kN);
+      first_pass_tile(x, at, tail, max, min);
+    }
+    for (std::size_t h = 1; h < kRegs; ++h) {
+      max[0] = hn::Max(max[0], max[h]);
+      min[0] = hn::Min(min[0], min[h]);
+    }
     const V m = hn::MaxOfLanes(d, max[0]);
     canonical::Partial partial{hn::GetLane(m), 0.0f};
     pos_inf_ |= partial.max == std::numeric_limits<float>::infinity();
 
     V lanes[kRegs];
     for (V& l : lanes) l = hn::Zero(d);
-    for (std::uint64_t t = 0; t < tiles; ++t) {
-      const float* x = staged_ || t >= full_tiles ? stage_ + t * kTile : row_.plain_row() + begin + t * kTile;
-      for (std::size_t h = 0; h < kRegs; ++h) {
-        const V e0 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (0 * kRegs + h) * kN), m));
-        const V e1 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (1 * kRegs + h) * kN), m));
-        const V e2 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (2 * kRegs + h) * kN), m));
-        const V e3 = CanonicalExp(d, hn::Sub(hn::LoadU(d, x + (3 * kRegs + h) * kN), m));
-        lanes[h] = hn::Add(lanes[h], hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)));
+    const float* x = kStaged ? stage_ : row_.plain_row() + begin;
+    const bool ahead = begin + kPrefetchSegments * canonical::kSegment < in_.vocab;
+    const std::byte* next = row_.entry(begin + kPrefetchSegments * canonical::kSegment);
+    // Every x - m of the segment in exp's range (x - m is monotone in x, so the min's tells):
+    // exp's selection of 0 below the range would select nothing, and is left out. The min does
+    // not see NaN on x86 (the row's normalizer is NaN anyway, SPEC §3).
+    const bool in_range = hn::GetLane(hn::Sub(hn::MinOfLanes(d, min[0]), m)) >= canonical::kExpFloor;
+    for (std::uint64_t t = 0; t < full_tiles; ++t) {
+      const std::byte* prefetch = ahead ? next + t * kPrefetchLines * 64 : nullptr;
+      if (in_range) {
+        second_pass_tile<true>(x + t * kTile, m, lanes, prefetch);
+      } else {
+        second_pass_tile<false>(x + t * kTile, m, lanes, prefetch);
       }
     }
+    if (tail > 0) second_pass_tile<false>(stage_ + full_tiles * kTile, m, lanes, nullptr);
     HWY_ALIGN float lane_sums[canonical::kLanes];
     for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
     partial.sum = canonical::lane_tree(lane_sums);
@@ -221,8 +266,6 @@ class ChunkScanner {
 
   const ChunkInput& in_;
   const RowSource& row_;
-  const bool staged_;  // x differs from the row's bytes: pass 2 reads the staging buffer
-  const bool divide_;
   const V temperature_;
   CandidateBuffer& buffer_;
   V threshold_;
@@ -233,16 +276,22 @@ class ChunkScanner {
   HWY_ALIGN float stage_[canonical::kSegment];
 };
 
+template <LogitsDtype kDtype>
+ChunkScan ScanChunkOf(const ChunkInput& in, CandidateBuffer& buffer) {
+  if (in.row->temperature) return ChunkScanner<kDtype, true>(in, buffer).run();
+  return ChunkScanner<kDtype, false>(in, buffer).run();
+}
+
 ChunkScan ScanChunk(const ChunkInput& in, CandidateBuffer& buffer) {
   switch (in.row->dtype) {
     case LogitsDtype::bf16:
-      return ChunkScanner<LogitsDtype::bf16>(in, buffer).run();
+      return ScanChunkOf<LogitsDtype::bf16>(in, buffer);
     case LogitsDtype::f16:
-      return ChunkScanner<LogitsDtype::f16>(in, buffer).run();
+      return ScanChunkOf<LogitsDtype::f16>(in, buffer);
     case LogitsDtype::f32:
       break;
   }
-  return ChunkScanner<LogitsDtype::f32>(in, buffer).run();
+  return ScanChunkOf<LogitsDtype::f32>(in, buffer);
 }
 
 const char* CurrentTargetName() { return hwy::TargetName(HWY_TARGET); }

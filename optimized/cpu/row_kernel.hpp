@@ -20,6 +20,7 @@ struct ChunkInput {
   const RowSource* row = nullptr;
   std::uint64_t begin = 0;  // the chunk's first entry, a multiple of kChunk
   std::uint64_t n = 0;      // its entries, at most kChunk
+  std::uint64_t vocab = 0;  // the row's (what may be prefetched)
   bool count_rank = false;  // count the entries with x_j >= x_s (SPEC §2.9)
   float xs = 0;
 };
