@@ -4,6 +4,8 @@
 #include <memory>
 #include <random>
 
+#include "harness/half_precision.hpp"
+
 namespace logprobs::bench {
 
 std::string_view distribution_name(Distribution d) {
@@ -37,7 +39,7 @@ BatchData generate(const Shape& shape) {
     data.token_row_offsets.push_back(0);  // no echo: no tokens besides the sampled one
     if (b < shape.rows) data.sampled_tokens.push_back(token(rng));
   }
-  return data;
+  return with_dtype(data, shape.dtype);
 }
 
 }  // namespace

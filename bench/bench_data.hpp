@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "harness/batch_data.hpp"
+#include "logprobs/batch.hpp"
 
 namespace logprobs::bench {
 
@@ -20,11 +21,13 @@ struct Shape {
   std::uint64_t rows;
   std::uint64_t vocab;
   Distribution dist;
+  LogitsDtype dtype = LogitsDtype::f32;
   bool operator==(const Shape&) const = default;
 };
 
 // The batch of a shape: B = rows batch items of one logit row and one output row each (a decode
-// step, no echo), sampled tokens drawn uniformly, logits drawn per `dist` with a fixed seed.
+// step, no echo), sampled tokens drawn uniformly, logits drawn per `dist` with a fixed seed and
+// rounded to `dtype` (a bf16 batch holds the bf16 rounding of the f32 one's values).
 // Holds one shape at a time: benchmarks are registered grouped by shape, so each shape is
 // generated once, and at most one full-size batch (256 x 262144 f32 = 256 MiB) is alive.
 const BatchData& batch_for(const Shape& shape);

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "bench_data.hpp"
+#include "logprobs/batch.hpp"
 
 namespace logprobs::bench {
 
 struct BenchSet {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> shapes;  // (rows, vocab), in run order
-  std::vector<int> levels;
+  std::vector<std::uint32_t> ks;                                // top-K widths
+  std::vector<LogitsDtype> dtypes;                              // of the logits
   std::vector<Distribution> dists;
   std::vector<int> threads;
   // --benchmark_min_time for this set unless the command line gives one (seconds).

@@ -28,7 +28,7 @@ def parse_name(name):
 
 
 def canonical(target, dims):
-    order = ["rows", "vocab", "levels", "dist", "threads"]
+    order = ["rows", "vocab", "levels", "k", "dtype", "dist", "threads"]
     keys = [k for k in order if k in dims] + sorted(k for k in dims if k not in order)
     return "/".join([target] + [f"{k}:{dims[k]}" for k in keys])
 
@@ -84,9 +84,9 @@ class Run:
         return self.dims[key][0]
 
     def stream_anchor_key(self, key):
-        """The stream_read benchmark of the same size and thread count as `key`."""
+        """The stream_read benchmark of the same size (shape and dtype) and thread count as `key`."""
         _, dims = self.dims[key]
-        return canonical("stream_read", {k: dims[k] for k in ("rows", "vocab", "threads") if k in dims})
+        return canonical("stream_read", {k: dims[k] for k in ("rows", "vocab", "dtype", "threads") if k in dims})
 
     def max_anchor_key(self, key):
         """The `max` backend at the same shape, levels, distribution and threads as `key`."""

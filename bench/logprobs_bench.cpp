@@ -1,16 +1,18 @@
-// logprobs-bench: every available backend (and the libtorch peer when built) over shapes,
-// levels, value distributions and thread counts, beside a streaming-read anchor.
+// logprobs-bench: every available backend (and the libtorch peer when built) over shapes, K,
+// logits dtypes, value distributions and thread counts, beside a streaming-read anchor.
 //
 //   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--with-variants] [--verify]
 //                  [Google Benchmark flags]
 //
-// Names: <target>/rows:R/vocab:V/levels:L/dist:D/threads:T and stream_read/rows:R/vocab:V/threads:T.
+// Names: <target>/rows:R/vocab:V/k:K/dtype:D/dist:D/threads:T and
+// stream_read/rows:R/vocab:V/dtype:D/threads:T (a read of the same bytes as that dtype's logits).
 // Counters: bytes_per_second (logits read), rows_per_second, and read_bw_fraction: the target's
 // logits bytes/s over the stream_read bytes/s of the same size and thread count measured in this
 // process (by that benchmark, which runs first for each shape, or at first need when filtered out).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -50,14 +52,13 @@ void stream_read_bench(benchmark::State& state, std::uint64_t bytes, int threads
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
 }
 
-void target_bench(benchmark::State& state, const std::string& name, const Target& target, Shape shape, int levels,
+void target_bench(benchmark::State& state, const std::string& name, const Target& target, Shape shape, std::uint32_t k,
                   int threads, bool verify) {
   const BatchData& batch = batch_for(shape);
   // Google Benchmark calls this several times per benchmark while it sizes the iteration count;
   // the outputs and the untimed warm-up pass (first touch of the outputs, the check) happen once.
   static ResultData out;
   static std::string warmed;
-  const std::uint32_t k = top_k(levels);
   if (out.rows != batch.rows || out.width != slots_per_row(k)) out = ResultData(batch.rows, slots_per_row(k));
   if (warmed != name) {
     target.run(batch, k, threads, out);
@@ -77,12 +78,18 @@ void target_bench(benchmark::State& state, const std::string& name, const Target
   }
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
 
-  const std::uint64_t bytes = batch.rows * batch.vocab * sizeof(float);
+  const std::uint64_t bytes = batch.rows * batch.vocab * dtype_bytes(batch.dtype);
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
   state.counters["rows_per_second"] =
       benchmark::Counter(double(batch.rows), benchmark::Counter::kIsIterationInvariantRate);
   const double read_bw = read_bandwidth(bytes, threads);
   state.counters["read_bw_fraction"] = double(bytes) * double(state.iterations()) / seconds / read_bw;
+}
+
+std::string lowercase(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 std::string shape_name(std::uint64_t rows, std::uint64_t vocab) {
@@ -91,28 +98,35 @@ std::string shape_name(std::uint64_t rows, std::uint64_t vocab) {
 
 void register_set(const BenchSet& set, const std::vector<Target>& targets, const Options& options) {
   for (const auto& [rows, vocab] : set.shapes) {
-    const std::uint64_t bytes = rows * vocab * sizeof(float);
-    for (int threads : set.threads) {
-      benchmark::RegisterBenchmark(
-          ("stream_read/" + shape_name(rows, vocab) + "/threads:" + std::to_string(threads)).c_str(),
-          stream_read_bench, bytes, threads)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
-    }
-    for (Distribution dist : set.dists) {
-      for (int levels : set.levels) {
-        for (int threads : set.threads) {
-          for (const Target& target : targets) {
-            const std::string name = target.name + "/" + shape_name(rows, vocab) + "/levels:" +
-                                     std::to_string(levels) + "/dist:" + std::string(distribution_name(dist)) +
-                                     "/threads:" + std::to_string(threads);
-            auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target),
-                                                   Shape{rows, vocab, dist}, levels, threads, options.verify)
-                          ->UseRealTime()
-                          ->Unit(benchmark::kMillisecond);
-            // Heap-bound at wide K (the max port at levels 16 on ascending rows takes seconds a
-            // pass): one short measurement is enough there.
-            if (levels >= 12 && !options.min_time_given) b->MinTime(std::min(0.1, set.default_min_time));
+    for (LogitsDtype dtype : set.dtypes) {
+      const std::string dtype_dim = "/dtype:" + lowercase(dtype_name(dtype));
+      const std::uint64_t bytes = rows * vocab * dtype_bytes(dtype);
+      for (int threads : set.threads) {
+        benchmark::RegisterBenchmark(
+            ("stream_read/" + shape_name(rows, vocab) + dtype_dim + "/threads:" + std::to_string(threads)).c_str(),
+            stream_read_bench, bytes, threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+      for (Distribution dist : set.dists) {
+        for (std::uint32_t k : set.ks) {
+          for (int threads : set.threads) {
+            for (const Target& target : targets) {
+              // A backend is timed only on what it implements (the max port: f32, K = 2^L - 1).
+              RaggedBatch of_dtype;
+              of_dtype.dtype = dtype;
+              if (!missing_part(target.features, of_dtype, k, false).empty()) continue;
+              const std::string name = target.name + "/" + shape_name(rows, vocab) + "/k:" + std::to_string(k) +
+                                       dtype_dim + "/dist:" + std::string(distribution_name(dist)) +
+                                       "/threads:" + std::to_string(threads);
+              auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target),
+                                                     Shape{rows, vocab, dist, dtype}, k, threads, options.verify)
+                            ->UseRealTime()
+                            ->Unit(benchmark::kMillisecond);
+              // Heap-bound at wide K (the max port at K = 4095 on ascending rows takes seconds a
+              // pass): one short measurement is enough there.
+              if (k >= 4095 && !options.min_time_given) b->MinTime(std::min(0.1, set.default_min_time));
+            }
           }
         }
       }

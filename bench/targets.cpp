@@ -11,7 +11,9 @@ namespace logprobs::bench {
 std::vector<Target> all_targets(bool with_reference, bool with_variants) {
   std::vector<Target> targets;
   for (const Backend* backend : all_backends()) {
-    if (backend->name() == kReferenceName && !with_reference) continue;
+    // The reference and the canonical backend are definitions, not contenders.
+    const bool definition = backend->name() == kReferenceName || backend->name() == kCanonicalName;
+    if (definition && !with_reference) continue;
     if (!backend->variant_of().empty() && !with_variants) continue;
     if (const Availability a = backend->availability(); !a.available) {
       std::cerr << "logprobs-bench: skipping backend " << backend->name() << ": " << a.reason << "\n";
@@ -22,7 +24,7 @@ std::vector<Target> all_targets(bool with_reference, bool with_variants) {
                          omp_set_num_threads(threads);
                          backend->run(batch.view(), k, out.view());
                        },
-                       tolerance_for(*backend, {})});
+                       tolerance_for(*backend, {}), backend->features()});
   }
 #ifdef LOGPROBS_BENCH_HAVE_TORCH
   targets.push_back(torch_peer());

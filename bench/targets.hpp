@@ -15,10 +15,11 @@ struct Target {
   // Computes the batch's outputs at top-K width `k` with `threads` threads into `out` ([N, K + 1]).
   std::function<void(const BatchData& batch, std::uint32_t k, int threads, ResultData& out)> run;
   Tolerance tolerance;  // what --verify judges it by (SPEC §5: one f32 chain for the max port)
+  Features features = Features::all();  // the optional parts it runs (a backend's own; the peers all)
 };
 
 // Every available backend of logprobs::all_backends(), then the peers this build has. Only when
-// asked: the reference (the double-precision correctness oracle, not a contender) and variants
+// asked: the reference and `canonical` (definitions the others are judged by, not contenders) and variants
 // (a backend held to one configuration, such as `cpu-sse4`: for per-target figures).
 // Unavailable backends are skipped with a line on stderr saying why.
 std::vector<Target> all_targets(bool with_reference, bool with_variants);

@@ -24,8 +24,13 @@ void run_torch(const BatchData& batch, std::uint32_t k, int threads, ResultData&
   const auto stride = static_cast<std::int64_t>(batch.row_stride);
   // The benchmark batches map output row i to logit row i (bench_data.hpp), as a server's
   // decode step does, so the peer needs no row plan.
-  const at::Tensor logits = at::from_blob(const_cast<float*>(batch.logits.data()), {rows, vocab},
-                                          {stride, 1}, at::TensorOptions().dtype(at::kFloat));
+  // vLLM's way: the logits (of the model's dtype) made f32, then log_softmax, topk and gather.
+  const bool wide = batch.dtype == LogitsDtype::f32;
+  void* data = wide ? static_cast<void*>(const_cast<float*>(batch.logits.data()))
+                    : static_cast<void*>(const_cast<std::uint16_t*>(batch.logits16.data()));
+  const auto dtype = wide ? at::kFloat : batch.dtype == LogitsDtype::bf16 ? at::kBFloat16 : at::kHalf;
+  const at::Tensor logits =
+      at::from_blob(data, {rows, vocab}, {stride, 1}, at::TensorOptions().dtype(dtype)).to(at::kFloat);
   std::vector<std::int64_t> sampled(batch.sampled_tokens.begin(), batch.sampled_tokens.end());
   const at::Tensor index = at::from_blob(sampled.data(), {rows, 1}, at::TensorOptions().dtype(at::kLong));
 
