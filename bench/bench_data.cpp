@@ -39,6 +39,7 @@ BatchData generate(const Shape& shape) {
     data.token_row_offsets.push_back(0);  // no echo: no tokens besides the sampled one
     if (b < shape.rows) data.sampled_tokens.push_back(token(rng));
   }
+  if (shape.temperatures) data.temperatures = std::vector<float>(shape.rows, 0.7f);
   return with_dtype(data, shape.dtype);
 }
 

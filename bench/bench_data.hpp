@@ -22,6 +22,7 @@ struct Shape {
   std::uint64_t vocab;
   Distribution dist;
   LogitsDtype dtype = LogitsDtype::f32;
+  bool temperatures = false;  // every batch item at T = 0.7 (SPEC §2.5)
   bool operator==(const Shape&) const = default;
 };
 

@@ -2,7 +2,11 @@
 // logits dtypes, value distributions and thread counts, beside a streaming-read anchor.
 //
 //   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--with-variants] [--verify]
-//                  [Google Benchmark flags]
+//                  [--temperatures] [--ranks] [Google Benchmark flags]
+//
+// --temperatures runs every batch item at T = 0.7 and --ranks asks for lp_ranks (SPEC §2.5, §2.9),
+// each adding its dimension to the names (/temperature:0.7, /ranks:1) so that a dashboard keeps the
+// series apart; a target that lacks the part is not timed.
 //
 // Names: <target>/rows:R/vocab:V/k:K/dtype:D/dist:D/threads:T and
 // stream_read/rows:R/vocab:V/dtype:D/threads:T (a read of the same bytes as that dtype's logits).
@@ -36,6 +40,8 @@ struct Options {
   bool with_reference = false;
   bool with_variants = false;
   bool verify = false;
+  bool temperatures = false;
+  bool ranks = false;
   bool min_time_given = false;
 };
 
@@ -53,13 +59,14 @@ void stream_read_bench(benchmark::State& state, std::uint64_t bytes, int threads
 }
 
 void target_bench(benchmark::State& state, const std::string& name, const Target& target, Shape shape, std::uint32_t k,
-                  int threads, bool verify) {
+                  bool ranks, int threads, bool verify) {
   const BatchData& batch = batch_for(shape);
   // Google Benchmark calls this several times per benchmark while it sizes the iteration count;
   // the outputs and the untimed warm-up pass (first touch of the outputs, the check) happen once.
   static ResultData out;
   static std::string warmed;
-  if (out.rows != batch.rows || out.width != slots_per_row(k)) out = ResultData(batch.rows, slots_per_row(k));
+  if (out.rows != batch.rows || out.width != slots_per_row(k) || out.ranks != ranks)
+    out = ResultData(batch.rows, slots_per_row(k), ranks);
   if (warmed != name) {
     target.run(batch, k, threads, out);
     warmed = name;
@@ -113,14 +120,19 @@ void register_set(const BenchSet& set, const std::vector<Target>& targets, const
           for (int threads : set.threads) {
             for (const Target& target : targets) {
               // A backend is timed only on what it implements (the max port: f32, K = 2^L - 1).
-              RaggedBatch of_dtype;
-              of_dtype.dtype = dtype;
-              if (!missing_part(target.features, of_dtype, k, false).empty()) continue;
+              // A batch of the dtype, with temperatures when asked, is what missing_part reads.
+              const std::vector<float> one_temperature{0.7f};
+              RaggedBatch needs;
+              needs.dtype = dtype;
+              if (options.temperatures) needs.temperatures = std::span<const float>(one_temperature);
+              if (!missing_part(target.features, needs, k, options.ranks).empty()) continue;
               const std::string name = target.name + "/" + shape_name(rows, vocab) + "/k:" + std::to_string(k) +
                                        dtype_dim + "/dist:" + std::string(distribution_name(dist)) +
-                                       "/threads:" + std::to_string(threads);
-              auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target),
-                                                     Shape{rows, vocab, dist, dtype}, k, threads, options.verify)
+                                       (options.temperatures ? "/temperature:0.7" : "") +
+                                       (options.ranks ? "/ranks:1" : "") + "/threads:" + std::to_string(threads);
+              const Shape shape{rows, vocab, dist, dtype, options.temperatures};
+              auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target), shape, k,
+                                                     options.ranks, threads, options.verify)
                             ->UseRealTime()
                             ->Unit(benchmark::kMillisecond);
               // Heap-bound at wide K (the max port at K = 4095 on ascending rows takes seconds a
@@ -151,6 +163,10 @@ int main(int argc, char** argv) {
       options.with_variants = true;
     } else if (arg == "--verify") {
       options.verify = true;
+    } else if (arg == "--temperatures") {
+      options.temperatures = true;
+    } else if (arg == "--ranks") {
+      options.ranks = true;
     } else {
       if (arg.starts_with("--benchmark_min_time")) options.min_time_given = true;
       rest.push_back(argv[i]);
@@ -179,8 +195,12 @@ int main(int argc, char** argv) {
   for (const Target& t : targets) names += (names.empty() ? "" : ",") + t.name;
   benchmark::AddCustomContext("logprobs_targets", names);
 
-  benchmark::RunSpecifiedBenchmarks();
+  const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (ran == 0) {  // a filter that matches nothing would otherwise pass a gate that timed nothing
+    std::cerr << "logprobs-bench: no benchmark ran\n";
+    return 1;
+  }
   if (verification_failed) {
     std::cerr << "logprobs-bench: --verify found wrong outputs (see the errors above)\n";
     return 1;

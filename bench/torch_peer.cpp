@@ -29,8 +29,12 @@ void run_torch(const BatchData& batch, std::uint32_t k, int threads, ResultData&
   void* data = wide ? static_cast<void*>(const_cast<float*>(batch.logits.data()))
                     : static_cast<void*>(const_cast<std::uint16_t*>(batch.logits16.data()));
   const auto dtype = wide ? at::kFloat : batch.dtype == LogitsDtype::bf16 ? at::kBFloat16 : at::kHalf;
-  const at::Tensor logits =
-      at::from_blob(data, {rows, vocab}, {stride, 1}, at::TensorOptions().dtype(dtype)).to(at::kFloat);
+  at::Tensor logits = at::from_blob(data, {rows, vocab}, {stride, 1}, at::TensorOptions().dtype(dtype)).to(at::kFloat);
+  if (batch.temperatures) {  // one batch item per row here: row r at temperatures[r], as vLLM divides
+    const at::Tensor t = at::from_blob(const_cast<float*>(batch.temperatures->data()), {rows, 1},
+                                       at::TensorOptions().dtype(at::kFloat));
+    logits = logits / t;
+  }
   std::vector<std::int64_t> sampled(batch.sampled_tokens.begin(), batch.sampled_tokens.end());
   const at::Tensor index = at::from_blob(sampled.data(), {rows, 1}, at::TensorOptions().dtype(at::kLong));
 
@@ -39,6 +43,11 @@ void run_torch(const BatchData& batch, std::uint32_t k, int threads, ResultData&
 
   const std::uint64_t width = out.width;
   const float* chosen_values = chosen.data_ptr<float>();
+  if (out.ranks) {  // SPEC 2.9 on x, as vLLM counts: the tokens at least as likely (NaN never counts)
+    const at::Tensor counts = (logits >= logits.gather(1, index)).sum(1).to(at::kInt).contiguous();
+    const std::int32_t* cp = counts.data_ptr<std::int32_t>();
+    for (std::uint64_t r = 0; r < batch.rows; ++r) out.lp_ranks[r] = static_cast<std::uint32_t>(cp[r]);
+  }
   for (std::uint64_t r = 0; r < batch.rows; ++r) {
     out.lp_logits[r * width + k] = chosen_values[r];
     out.lp_tokens[r * width + k] = batch.sampled_tokens[r];
