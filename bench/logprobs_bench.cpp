@@ -4,9 +4,11 @@
 //   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--with-variants] [--verify]
 //                  [--temperatures] [--ranks] [Google Benchmark flags]
 //
-// --temperatures runs every batch item at T = 0.7 and --ranks asks for lp_ranks (SPEC §2.5, §2.9),
-// each adding its dimension to the names (/temperature:0.7, /ranks:1) so that a dashboard keeps the
-// series apart; a target that lacks the part is not timed.
+// --temperatures adds series with every batch item at T = 0.7 and --ranks series that ask for
+// lp_ranks (SPEC §2.5, §2.9); with both, also the series with both. Each is named by its dimension
+// (/temperature:0.7, /ranks:1) and runs right after the plain one of the same target and
+// configuration, so that a part's cost is a ratio within one run. A target that lacks a part is
+// not timed with it.
 //
 // Names: <target>/rows:R/vocab:V/k:K/dtype:D/dist:D/threads:T and
 // stream_read/rows:R/vocab:V/dtype:D/threads:T (a read of the same bytes as that dtype's logits).
@@ -103,6 +105,44 @@ std::string shape_name(std::uint64_t rows, std::uint64_t vocab) {
   return "rows:" + std::to_string(rows) + "/vocab:" + std::to_string(vocab);
 }
 
+// The optional parts a benchmark runs with (SPEC §2.5 temperatures, §2.9 ranks).
+struct Parts {
+  bool temperatures = false;
+  bool ranks = false;
+};
+
+std::vector<Parts> parts_asked(const Options& options) {
+  std::vector<Parts> parts{{}};
+  if (options.temperatures) parts.push_back({true, false});
+  if (options.ranks) parts.push_back({false, true});
+  if (options.temperatures && options.ranks) parts.push_back({true, true});
+  return parts;
+}
+
+void register_target(const Target& target, const Shape& shape, std::uint32_t k, Parts parts, int threads,
+                     const BenchSet& set, const Options& options) {
+  // A backend is timed only on what it implements (the max port: f32, K = 2^L - 1, no part).
+  const std::vector<float> one_temperature{0.7f};
+  RaggedBatch needs;  // what missing_part reads: the dtype, whether there are temperatures
+  needs.dtype = shape.dtype;
+  if (parts.temperatures) needs.temperatures = std::span<const float>(one_temperature);
+  if (!missing_part(target.features, needs, k, parts.ranks).empty()) return;
+  const std::string name = target.name + "/" + shape_name(shape.rows, shape.vocab) + "/k:" + std::to_string(k) +
+                           "/dtype:" + lowercase(dtype_name(shape.dtype)) +
+                           "/dist:" + std::string(distribution_name(shape.dist)) +
+                           (parts.temperatures ? "/temperature:0.7" : "") + (parts.ranks ? "/ranks:1" : "") +
+                           "/threads:" + std::to_string(threads);
+  Shape with_parts = shape;
+  with_parts.temperatures = parts.temperatures;
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target), with_parts, k,
+                                         parts.ranks, threads, options.verify)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+  // Heap-bound at wide K (the max port at K = 4095 on ascending rows takes seconds a pass): one
+  // short measurement is enough there.
+  if (k >= 4095 && !options.min_time_given) b->MinTime(std::min(0.1, set.default_min_time));
+}
+
 void register_set(const BenchSet& set, const std::vector<Target>& targets, const Options& options) {
   for (const auto& [rows, vocab] : set.shapes) {
     for (LogitsDtype dtype : set.dtypes) {
@@ -118,27 +158,9 @@ void register_set(const BenchSet& set, const std::vector<Target>& targets, const
       for (Distribution dist : set.dists) {
         for (std::uint32_t k : set.ks) {
           for (int threads : set.threads) {
-            for (const Target& target : targets) {
-              // A backend is timed only on what it implements (the max port: f32, K = 2^L - 1).
-              // A batch of the dtype, with temperatures when asked, is what missing_part reads.
-              const std::vector<float> one_temperature{0.7f};
-              RaggedBatch needs;
-              needs.dtype = dtype;
-              if (options.temperatures) needs.temperatures = std::span<const float>(one_temperature);
-              if (!missing_part(target.features, needs, k, options.ranks).empty()) continue;
-              const std::string name = target.name + "/" + shape_name(rows, vocab) + "/k:" + std::to_string(k) +
-                                       dtype_dim + "/dist:" + std::string(distribution_name(dist)) +
-                                       (options.temperatures ? "/temperature:0.7" : "") +
-                                       (options.ranks ? "/ranks:1" : "") + "/threads:" + std::to_string(threads);
-              const Shape shape{rows, vocab, dist, dtype, options.temperatures};
-              auto* b = benchmark::RegisterBenchmark(name.c_str(), target_bench, name, std::cref(target), shape, k,
-                                                     options.ranks, threads, options.verify)
-                            ->UseRealTime()
-                            ->Unit(benchmark::kMillisecond);
-              // Heap-bound at wide K (the max port at K = 4095 on ascending rows takes seconds a
-              // pass): one short measurement is enough there.
-              if (k >= 4095 && !options.min_time_given) b->MinTime(std::min(0.1, set.default_min_time));
-            }
+            for (const Target& target : targets)
+              for (Parts parts : parts_asked(options))
+                register_target(target, Shape{rows, vocab, dist, dtype}, k, parts, threads, set, options);
           }
         }
       }

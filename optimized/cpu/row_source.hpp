@@ -5,6 +5,7 @@
 // which must see the very same x.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,12 +42,28 @@ struct RowSource {
     }
     return temperature ? x / *temperature : x;
   }
+  // The same x as at(), with one branch on the dtype per call and loops the compiler vectorizes
+  // (an IEEE division by lanes is the same division): the speculation sample reads 2000 entries a
+  // row through here, and reading them by at() cost a fifth of a K = 255 pass with temperatures.
   void read(std::uint64_t begin, std::uint64_t n, float* out) const {
-    if (plain()) {
-      std::memcpy(out, entry(begin), n * sizeof(float));
-      return;
+    switch (dtype) {
+      case LogitsDtype::f32:
+        std::memcpy(out, entry(begin), n * sizeof(float));
+        break;
+      case LogitsDtype::bf16:
+        for (std::uint64_t i = 0; i < n; ++i) {
+          std::uint16_t bits;
+          std::memcpy(&bits, entry(begin + i), sizeof bits);
+          out[i] = std::bit_cast<float>(std::uint32_t{bits} << 16);  // bf16_to_f32, inlined
+        }
+        break;
+      case LogitsDtype::f16:
+        for (std::uint64_t i = 0; i < n; ++i) out[i] = at(begin + i);
+        return;  // at() divided
     }
-    for (std::uint64_t i = 0; i < n; ++i) out[i] = at(begin + i);
+    if (!temperature) return;
+    const float t = *temperature;  // a local: out[] could alias the member, which blocks vectorizing
+    for (std::uint64_t i = 0; i < n; ++i) out[i] /= t;
   }
 };
 
