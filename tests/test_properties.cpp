@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -43,19 +44,35 @@ std::vector<const Backend*> backends_for(const BatchData& batch, std::uint32_t k
   return out;
 }
 
-std::string describe(const Backend& backend, std::uint32_t k, const Verdict& v) {
-  std::string s = std::string(backend.name()) + " at K = " + std::to_string(k) + ": " + v.violations.front().message();
-  if (v.violations.size() > 1) s += " (and " + std::to_string(v.violations.size() - 1) + " more)";
+std::string describe(const Backend& backend, std::uint32_t k, const BackendOutcome& o) {
+  std::string s = std::string(backend.name()) + " at K = " + std::to_string(k) + ": ";
+  if (!o.error.empty()) return s + "threw " + o.error;
+  if (o.verdict.ok()) return s + o.canonical_difference;
+  s += o.verdict.violations.front().message();
+  if (o.verdict.violations.size() > 1) s += " (and " + std::to_string(o.verdict.violations.size() - 1) + " more)";
   return s;
 }
 
-// Every backend that implements the case, against the reference; the first violation, or "".
+// Results of backends that claim SPEC §8 held to the canonical bits, for the count printed at the end.
+std::uint64_t canonical_checks = 0;
+
+class PrintCanonicalChecks : public ::testing::Environment {
+  void TearDown() override {
+    std::printf("results held to SPEC 8's canonical bits: %llu\n", static_cast<unsigned long long>(canonical_checks));
+  }
+};
+const auto* const kPrintCanonicalChecks = ::testing::AddGlobalTestEnvironment(new PrintCanonicalChecks);
+
+// Every backend that implements the case, against the reference, and those that claim SPEC §8
+// against the canonical bits; the first violation, or "".
 std::string disagreement(const BatchData& batch, std::uint32_t k, bool ranks) {
   const ResultData want = run_backend(reference_backend(), batch, k);
-  for (const Backend* backend : backends_for(batch, k, ranks)) {
-    const Verdict v =
-        compare_result(batch, k, want, run_backend(*backend, batch, k, ranks), tolerance_for(*backend, {}));
-    if (!v.ok()) return describe(*backend, k, v);
+  const std::vector<const Backend*> backends = backends_for(batch, k, ranks);
+  const std::optional<ResultData> canonical = canonical_result(backends, batch, k, ranks);
+  for (const Backend* backend : backends) {
+    const BackendOutcome o = judge_backend(*backend, batch, k, ranks, want, {}, canonical ? &*canonical : nullptr);
+    if (canonical && backend->claims_canonical_arithmetic()) ++canonical_checks;
+    if (!o.ok()) return describe(*backend, k, o);
   }
   return "";
 }
