@@ -7,7 +7,7 @@
 // so that copy would cost more than the admission itself. The table here is static: for each
 // mask, the indices of the passing lanes in ascending order (then the others), one byte each,
 // widened to 32-bit indices by one load-and-extend. With more than 8 lanes (AVX-512) the table
-// would be too large, and Highway uses the native compress instruction there.
+// would be too large, and the native compress instruction does it.
 
 #if defined(LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LOGPROBS_CPU_COMPRESS_ADMIT_INL_H_
@@ -57,8 +57,11 @@ HWY_INLINE std::size_t CompressAdmit(D d, V values, M pass, std::uint32_t first_
   const auto tokens = hn::Add(hn::Set(du, first_token), hn::Iota(du, 0));
   constexpr std::size_t kLanes = hn::MaxLanes(D());
   if constexpr (kLanes > 8) {
-    hn::CompressStore(tokens, hn::RebindMask(du, pass), du, out_tokens);
-    return hn::CompressStore(values, pass, d, out_values);
+    // Compress in a register, then store the whole vector: hn::CompressStore emits the memory
+    // form of vcompressps, which Zen 4 runs as a slow microcoded sequence.
+    hn::StoreU(hn::Compress(tokens, hn::RebindMask(du, pass)), du, out_tokens);
+    hn::StoreU(hn::Compress(values, pass), d, out_values);
+    return hn::CountTrue(d, pass);
   } else {
     std::uint64_t bits = 0;
     hn::StoreMaskBits(d, pass, reinterpret_cast<std::uint8_t*>(&bits));
