@@ -56,13 +56,16 @@ class Campaign {
 
   CampaignReport run() {
     // Hand cases with and without ranks; each random case asks for them or not by its seed.
-    for (const HandCase& hand : hand_cases()) {
+    const std::vector<HandCase> hands = hand_cases();
+    for (std::size_t h = 0; h < hands.size(); ++h) {
+      if (!options_.shard.owns(h)) continue;
       for (const bool ranks : {false, true})
-        run_case(hand.batch, {"hand case '" + hand.name + "'" + (ranks ? " with ranks" : ""), std::nullopt, ranks});
+        run_case(hands[h].batch,
+                 {"hand case '" + hands[h].name + "'" + (ranks ? " with ranks" : ""), std::nullopt, ranks});
       ++report_.hand_cases;
       show_progress(false);
     }
-    for (std::uint64_t index = 0; more_random_cases(index); ++index) {
+    for (std::uint64_t index = options_.shard.index; more_random_cases(index); index += options_.shard.count) {
       const std::uint64_t seed = case_seed(options_.seed, index);
       const int size = case_size(index);
       const bool ranks = (seed >> 63) != 0;
@@ -79,9 +82,11 @@ class Campaign {
   }
 
  private:
-  bool more_random_cases(std::uint64_t index) const {
+  bool more_random_cases(std::uint64_t index) {
     if (options_.max_cases && index >= *options_.max_cases) return false;
-    return seconds_since(start_) < options_.time_budget_s;
+    if (seconds_since(start_) < options_.time_budget_s) return true;
+    report_.stopped_by_time = true;
+    return false;
   }
 
   CellSummary& cell(std::size_t backend_index, std::size_t k_index) {
@@ -104,7 +109,10 @@ class Campaign {
         const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance,
                                                      canonical ? &*canonical : nullptr);
         cell(b, i).add(outcome);
-        if (!outcome.ok()) on_failure(backend, k, batch, origin);
+        if (!outcome.ok()) {
+          cell(b, i).note_failure(origin.text, outcome);
+          on_failure(backend, k, batch, origin);
+        }
       }
     }
   }
@@ -140,8 +148,13 @@ class Campaign {
       }
     }
     std::filesystem::create_directories(options_.counterexample_dir);
-    file.path = options_.counterexample_dir / fmt::format("counterexample-{}-k{}-{}.safetensors",
-                                                          file_safe(file.backend), k, report_.counterexamples.size());
+    // Shards may share one --out-dir: each names its files.
+    const std::string shard = options_.shard.sharded()
+                                  ? fmt::format("-shard{}of{}", options_.shard.index, options_.shard.count)
+                                  : std::string();
+    file.path =
+        options_.counterexample_dir / fmt::format("counterexample-{}-k{}{}-{}.safetensors", file_safe(file.backend), k,
+                                                  shard, report_.counterexamples.size());
     write_batch_file(file.path, smallest, k, {{"origin", origin.text}, {"backend", file.backend}});
     file.replay_command =
         fmt::format("{} compare --input {} --k {}{} --backends {}{}", options_.program, file.path.string(), k,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "report.hpp"
+#include "shard.hpp"
 
 namespace logprobs {
 
@@ -32,12 +33,18 @@ struct CampaignOptions {
   int max_shrink_tries = 2000;
   std::string program = "logprobs-check";  // how the replay command names this tool
   bool progress = false;                   // a progress line on stderr (for a terminal)
+  // This process's share: hand case h and random case i run where h % count, i % count is its
+  // index, so N shards of one seed and --cases run exactly the cases of the unsharded run.
+  Shard shard;
 };
 
 struct CampaignReport {
   std::vector<CellSummary> cells;  // backend by backend, K in the options' order
-  std::uint64_t hand_cases = 0;
-  std::uint64_t random_cases = 0;
+  std::uint64_t hand_cases = 0;    // run by this shard
+  std::uint64_t random_cases = 0;  // run by this shard
+  // The time budget ended the random cases before max_cases did (or there was no max_cases):
+  // then the cases run depend on the machine's speed.
+  bool stopped_by_time = false;
   double elapsed_s = 0;
   std::vector<CounterexampleFile> counterexamples;
 };

@@ -5,12 +5,18 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <random>
 
+#include "campaign_file.hpp"
 #include "harness/batch_file.hpp"
+#include "junit.hpp"
+#include "merge.hpp"
+#include "output_file.hpp"
 
 namespace logprobs::cli {
 namespace {
@@ -59,11 +65,63 @@ std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFil
       fmt::format("neither --k nor --levels given, and {} has no \"k\" or \"levels\" in its metadata", args.input));
 }
 
-void write_json(const std::string& path, const nlohmann::json& json) {
-  std::ofstream out(path, std::ios::trunc);
-  out << json.dump(2) << '\n';
-  out.close();
-  if (!out) throw UsageError(fmt::format("cannot write JSON to {}", path));
+using Replay = std::function<std::string(const CellSummary&)>;
+
+void write_json(const std::string& path, const nlohmann::json& json, std::span<const std::string> inputs) {
+  write_output_file(path, json.dump(2) + "\n", inputs);
+}
+
+void write_junit(const std::string& path, JunitSuite suite, std::span<const std::string> inputs,
+                 std::vector<std::pair<std::string, std::string>> properties) {
+  properties.emplace_back("version", build_json().at("version").get<std::string>());
+  properties.emplace_back("commit", build_json().at("commit").get<std::string>());
+  properties.emplace_back("contract_version", std::to_string(kContractVersion));
+  suite.properties = std::move(properties);
+  write_output_file(path, junit_xml(suite), inputs);
+}
+
+std::vector<std::pair<std::string, std::string>> tolerance_properties(const Tolerance& tolerance) {
+  return {{"ulps", fmt::format("{}", tolerance.ulps)},
+          {"norm_ulps", fmt::format("{}", tolerance.norm_ulps)},
+          {"sigma", fmt::format("{}", tolerance.sigma)},
+          {"linear_sum", tolerance.linear_sum ? "true" : "false"}};
+}
+
+// The replay line of a campaign's cell: its counterexample's, when one was written.
+Replay counterexample_replay(const std::vector<CounterexampleFile>& files) {
+  return [&files](const CellSummary& cell) {
+    for (const CounterexampleFile& f : files)
+      if (f.backend == cell.backend && f.k == cell.k) return f.replay_command;
+    return std::string();
+  };
+}
+
+// The table, the verdict line, the counterexamples and the JSON and JUnit files of a campaign or
+// a merge of one.
+int report_campaign(const std::vector<CellSummary>& cells, const std::vector<CounterexampleFile>& counterexamples,
+                    const nlohmann::json& json, const std::string& json_path, const std::string& junit_path,
+                    std::span<const std::string> inputs) {
+  print_table(std::cout, cells);
+  const std::uint64_t failures = total_failures(cells);
+  fmt::print("{}\n", failures == 0 ? "OK: every backend agrees with the reference"
+                                   : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
+  if (!json_path.empty()) write_json(json_path, json, inputs);
+  if (!junit_path.empty()) {
+    auto properties = tolerance_properties(Tolerance{.ulps = json["tolerance"]["ulps"],
+                                                     .norm_ulps = json["tolerance"]["norm_ulps"],
+                                                     .sigma = json["tolerance"]["sigma"],
+                                                     .linear_sum = json["tolerance"]["linear_sum"]});
+    properties.emplace_back("seed", json["seed"].dump());
+    properties.emplace_back("max_cases", json["max_cases"].dump());
+    properties.emplace_back("k", json["k"].dump());
+    properties.emplace_back("hand_cases", json["hand_cases"].dump());
+    properties.emplace_back("random_cases", json["random_cases"].dump());
+    properties.emplace_back("shard", fmt::format("{}/{}", json["shard"]["index"].get<std::uint32_t>(),
+                                                 json["shard"]["count"].get<std::uint32_t>()));
+    write_junit(junit_path, junit_suite("campaign", cells, counterexample_replay(counterexamples)), inputs,
+                std::move(properties));
+  }
+  return failures == 0 ? kAgree : kDisagree;
 }
 
 void print_violations(const std::string& label, const BackendOutcome& outcome, std::size_t max_violations) {
@@ -78,18 +136,26 @@ void print_violations(const std::string& label, const BackendOutcome& outcome, s
     fmt::print("{}... and {} more violations\n", label, violations.size() - max_violations);
 }
 
-// The table, the verdict line and (when asked) the JSON report of `compare` and `verify`.
-int report_cells(const std::vector<CellSummary>& cells, const char* command, const FileArgs& args) {
+// The table, the verdict line and (when asked) the JSON and JUnit reports of `compare` and `verify`.
+int report_cells(const std::vector<CellSummary>& cells, const char* command, const FileArgs& args,
+                 const Replay& replay) {
   print_table(std::cout, cells);
   const std::uint64_t failures = total_failures(cells);
   fmt::print("{}\n", failures == 0 ? "OK: every result agrees with the reference"
                                    : fmt::format("FAIL: {} of {} results disagree", failures, cells.size()));
+  const std::vector<std::string> inputs = {args.input, args.result};
   if (!args.json.empty()) {
     nlohmann::json json = report_json(command, args.tolerance, cells);
     json["input"] = args.input;
     if (!args.result.empty()) json["result"] = args.result;
     json["k"] = cells.empty() ? nlohmann::json(nullptr) : nlohmann::json(cells.front().k);
-    write_json(args.json, json);
+    write_json(args.json, json, inputs);
+  }
+  if (!args.junit.empty()) {
+    auto properties = tolerance_properties(args.tolerance);
+    properties.emplace_back("input", args.input);
+    if (!args.result.empty()) properties.emplace_back("result", args.result);
+    write_junit(args.junit, junit_suite(command, cells, replay), inputs, std::move(properties));
   }
   return failures == 0 ? kAgree : kDisagree;
 }
@@ -105,13 +171,24 @@ std::optional<std::uint32_t> KArgs::chosen() const {
 int campaign_command(const CampaignArgs& args) {
   if (!args.ks.empty() && !args.levels.empty()) throw UsageError("give --k or --levels, not both");
   CampaignOptions options;
+  if (!args.shard.empty())
+    options.shard = parse_shard(args.shard, args.shard_count, process_environment());
+  else if (args.shard_count)
+    throw UsageError("--shard-count is for --shard auto");
+  if (options.shard.sharded() && args.cases == 0)
+    throw UsageError(
+        "--shard needs --cases N: a time budget makes the number of cases depend on the machine, so the "
+        "shards of a timed run are not one run split; give every shard the same --seed and --cases");
   options.backends = backends_under_test(args.backends);
   if (!args.ks.empty()) options.ks = args.ks;
   if (!args.levels.empty()) {
     options.ks.clear();
     for (int levels : args.levels) options.ks.push_back(top_k(levels));
   }
-  options.time_budget_s = args.time_s;
+  // A shard is bounded by its share of --cases; a time limit would make it machine-dependent.
+  options.time_budget_s = args.time_s               ? *args.time_s
+                          : options.shard.sharded() ? std::numeric_limits<double>::infinity()
+                                                    : 60.0;
   if (args.cases > 0) options.max_cases = args.cases;
   options.seed = args.seed ? *args.seed : (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}());
   options.tolerance = args.tolerance;
@@ -119,34 +196,35 @@ int campaign_command(const CampaignArgs& args) {
   options.program = args.program;
   options.progress = ::isatty(::fileno(stderr)) != 0;
 
-  fmt::print("logprobs-check campaign: backends {} against the reference; K {}; seed {}; time {:g} s{}\n",
+  fmt::print("logprobs-check campaign: backends {} against the reference; K {}; seed {}; time {}{}{}\n",
              options.backends.empty() ? "(none)" : names_of(options.backends, ","), fmt::join(options.ks, ","),
-             options.seed, options.time_budget_s,
-             options.max_cases ? fmt::format(", at most {} random cases", *options.max_cases) : "");
+             options.seed,
+             std::isfinite(options.time_budget_s) ? fmt::format("{:g} s", options.time_budget_s) : "unlimited",
+             options.max_cases ? fmt::format(", at most {} random cases", *options.max_cases) : "",
+             options.shard.sharded()
+                 ? fmt::format("; shard {}/{} ({})", options.shard.index, options.shard.count, options.shard.source)
+                 : "");
   std::fflush(stdout);
   const CampaignReport report = run_campaign(options, std::cout);
 
-  fmt::print("\n{} hand cases and {} random cases in {:.1f} s\n", report.hand_cases, report.random_cases,
-             report.elapsed_s);
-  print_table(std::cout, report.cells);
-  const std::uint64_t failures = total_failures(report.cells);
-  fmt::print("{}\n", failures == 0 ? "OK: every backend agrees with the reference"
-                                   : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
+  fmt::print("\n{} hand cases and {} random cases in {:.1f} s{}\n", report.hand_cases, report.random_cases,
+             report.elapsed_s,
+             options.shard.sharded() ? fmt::format(" (shard {}/{})", options.shard.index, options.shard.count) : "");
+  if (options.max_cases && report.stopped_by_time)
+    fmt::print("the time budget ended the random cases before --cases {} did\n", *options.max_cases);
+  return report_campaign(report.cells, report.counterexamples, campaign_json(options, report), args.json, args.junit,
+                         {});
+}
 
-  if (!args.json.empty()) {
-    nlohmann::json json = report_json("campaign", options.tolerance, report.cells);
-    json["seed"] = options.seed;
-    json["time_budget_s"] = options.time_budget_s;
-    json["max_cases"] = options.max_cases ? nlohmann::json(*options.max_cases) : nlohmann::json(nullptr);
-    json["elapsed_s"] = report.elapsed_s;
-    json["hand_cases"] = report.hand_cases;
-    json["random_cases"] = report.random_cases;
-    json["k"] = options.ks;
-    json["counterexamples"] = nlohmann::json::array();
-    for (const CounterexampleFile& f : report.counterexamples) json["counterexamples"].push_back(to_json(f));
-    write_json(args.json, json);
-  }
-  return failures == 0 ? kAgree : kDisagree;
+int merge_command(const MergeArgs& args) {
+  std::vector<CampaignRun> runs;
+  for (const std::string& path : args.files) runs.push_back(read_campaign_file(path));
+  const MergedCampaign merged = merge_campaigns(runs);
+  fmt::print("logprobs-check merge: {} shards of seed {}, K {}: {} hand cases and {} random cases\n", merged.shards,
+             merged.json["seed"].dump(), merged.json["k"].dump(), merged.hand_cases, merged.random_cases);
+  for (const CounterexampleFile& f : merged.counterexamples)
+    fmt::print("FAIL {} at K = {} on {}\n  replay: {}\n", f.backend, f.k, f.origin, f.replay_command);
+  return report_campaign(merged.cells, merged.counterexamples, merged.json, args.json, args.junit, args.files);
 }
 
 int run_command(const FileArgs& args) {
@@ -172,9 +250,12 @@ int verify_command(const FileArgs& args) {
   std::vector<CellSummary> cells;
   cells.emplace_back(producer == got.metadata.end() ? args.result : producer->second, k);
   cells.back().add(outcome);
+  if (!outcome.ok()) cells.back().note_failure(args.result, outcome);
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.result, file.batch.sampled_tokens.size(), file.batch.vocab,
              file.batch.view().output_rows());
-  return report_cells(cells, "verify", args);
+  const std::string replay = fmt::format("{} verify --input {} --result {} --k {}{}", args.program, args.input,
+                                         args.result, k, tolerance_flags(args.tolerance));
+  return report_cells(cells, "verify", args, [&](const CellSummary&) { return replay; });
 }
 
 int compare_command(const FileArgs& args) {
@@ -196,10 +277,14 @@ int compare_command(const FileArgs& args) {
     print_violations(fmt::format("{}: ", backend->name()), outcome, args.max_violations);
     cells.emplace_back(std::string(backend->name()), k);
     cells.back().add(outcome);
+    if (!outcome.ok()) cells.back().note_failure(args.input, outcome);
   }
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.input, file.batch.sampled_tokens.size(), file.batch.vocab,
              file.batch.view().output_rows());
-  return report_cells(cells, "compare", args);
+  return report_cells(cells, "compare", args, [&](const CellSummary& cell) {
+    return fmt::format("{} compare --input {} --k {}{} --backends {}{}", args.program, args.input, k,
+                       args.ranks ? " --ranks" : "", cell.backend, tolerance_flags(args.tolerance));
+  });
 }
 
 int backends_command() {

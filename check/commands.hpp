@@ -31,16 +31,25 @@ struct KArgs {
 };
 
 struct CampaignArgs {
-  double time_s = 60;
+  std::optional<double> time_s;       // none: 60 s, or no limit for a shard (its --cases bound it)
   std::uint64_t cases = 0;            // 0: no cap
   std::optional<std::uint64_t> seed;  // none: a fresh one, printed
   std::vector<std::uint32_t> ks;      // --k; none given: --levels, else kCampaignKs
   std::vector<int> levels;
   std::vector<std::string> backends;  // none: every available one but the reference
   std::string json;
+  std::string junit;
   std::string out_dir = ".";
+  std::string shard;                         // "I/N" or "auto"; empty: the whole campaign
+  std::optional<std::uint32_t> shard_count;  // --shard-count, for --shard auto
   Tolerance tolerance;
   std::string program = "logprobs-check";
+};
+
+struct MergeArgs {
+  std::vector<std::string> files;  // campaign reports (--json) of the shards
+  std::string json;
+  std::string junit;
 };
 
 struct FileArgs {
@@ -52,14 +61,17 @@ struct FileArgs {
   bool ranks = false;  // run, compare: ask for lp_ranks
   std::vector<std::string> backends;
   std::string json;
+  std::string junit;
   std::size_t max_violations = 20;
   Tolerance tolerance;
+  std::string program = "logprobs-check";  // how replay lines name this tool
 };
 
 int campaign_command(const CampaignArgs& args);
 int run_command(const FileArgs& args);
 int verify_command(const FileArgs& args);
 int compare_command(const FileArgs& args);
+int merge_command(const MergeArgs& args);
 int backends_command();
 
 }  // namespace logprobs::cli

@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "campaign_file.hpp"
 #include "commands.hpp"
 #include "harness/batch_file.hpp"
+#include "merge.hpp"
+#include "output_file.hpp"
 
 namespace logprobs::cli {
 namespace {
@@ -52,9 +55,9 @@ void add_k_options(CLI::App& app, KArgs& args, const char* fallback) {
 // The campaign's options, on the top level (`logprobs-check --time 5`) or on `campaign`.
 // `given` collects them, to tell whether any was given at the top level.
 void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Option*>& given) {
-  given.push_back(app.add_option("--time", args.time_s, "seconds of random cases after the hand cases")
-                      ->check(kFiniteNonNegative)
-                      ->capture_default_str());
+  given.push_back(app.add_option("--time", args.time_s,
+                                 "seconds of random cases after the hand cases (default 60; a shard: no limit)")
+                      ->check(kFiniteNonNegative));
   given.push_back(app.add_option("--cases", args.cases, "random cases at most (0: as many as the time allows)"));
   given.push_back(app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)"));
   CLI::Option* k =
@@ -70,6 +73,13 @@ void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Op
   given.push_back(
       app.add_option("--backends", args.backends, "backends to test (default: every available one)")->delimiter(','));
   given.push_back(app.add_option("--json", args.json, "also write the results as JSON to this file"));
+  given.push_back(app.add_option("--junit", args.junit, "also write the results as JUnit XML to this file"));
+  given.push_back(app.add_option("--shard", args.shard,
+                                 "run share I/N of the cases (0 <= I < N; needs --cases), or 'auto': from "
+                                 "SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, CI_NODE_INDEX or LOGPROBS_SHARD_INDEX"));
+  given.push_back(app.add_option("--shard-count", args.shard_count,
+                                 "with --shard auto: the number of shards, where the engine does not say "
+                                 "(a Kubernetes Indexed Job's completions)"));
   given.push_back(
       app.add_option("--out-dir", args.out_dir, "folder for counterexample batch files")->capture_default_str());
   add_tolerance_options(app, args.tolerance, &given);
@@ -109,6 +119,7 @@ int run_main(int argc, char** argv) {
       ->required();
   add_k_options(*verify, verify_args.k, "the batch file's metadata, else the result file's");
   verify->add_option("--json", verify_args.json, "also write the verdict as JSON to this file");
+  verify->add_option("--junit", verify_args.junit, "also write the verdict as JUnit XML to this file");
   verify->add_option("--max-violations", verify_args.max_violations, "violations listed at most")
       ->capture_default_str();
   add_tolerance_options(*verify, verify_args.tolerance);
@@ -121,9 +132,17 @@ int run_main(int argc, char** argv) {
   compare->add_option("--backends", compare_args.backends, "backends, comma-separated (default: every available one)")
       ->delimiter(',');
   compare->add_option("--json", compare_args.json, "also write the results as JSON to this file");
+  compare->add_option("--junit", compare_args.junit, "also write the results as JUnit XML to this file");
   compare->add_option("--max-violations", compare_args.max_violations, "violations listed per backend at most")
       ->capture_default_str();
   add_tolerance_options(*compare, compare_args.tolerance);
+
+  MergeArgs merge_args;
+  CLI::App* merge = app.add_subcommand(
+      "merge", "the campaign reports (--json) of the shards of one run as one table, exiting as that run would");
+  merge->add_option("reports", merge_args.files, "campaign JSON reports, one per shard")->required();
+  merge->add_option("--json", merge_args.json, "write the merged report as JSON to this file");
+  merge->add_option("--junit", merge_args.junit, "write the merged results as JUnit XML to this file");
 
   CLI::App* backends = app.add_subcommand("backends", "list the backends, available here or not and why");
 
@@ -144,9 +163,11 @@ int run_main(int argc, char** argv) {
       if (o->count() > 0)
         throw UsageError(fmt::format("{} is an option of the campaign, not of '{}'", o->get_name(),
                                      app.get_subcommands().front()->get_name()));
+    verify_args.program = compare_args.program = argv[0];
     if (run->parsed()) return run_command(run_args);
     if (verify->parsed()) return verify_command(verify_args);
     if (compare->parsed()) return compare_command(compare_args);
+    if (merge->parsed()) return merge_command(merge_args);
     if (backends->parsed()) return backends_command();
   } catch (const UsageError& e) {
     fmt::print(stderr, "logprobs-check: {}\n", e.what());
@@ -158,6 +179,18 @@ int run_main(int argc, char** argv) {
     fmt::print(stderr, "logprobs-check: invalid batch (SPEC §4): {}\n", e.what());
     return kBadInput;
   } catch (const UnsupportedPart& e) {
+    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    return kBadInput;
+  } catch (const ShardError& e) {
+    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    return kBadInput;
+  } catch (const CampaignFileError& e) {
+    fmt::print(stderr, "logprobs-check merge: {}\n", e.what());
+    return kBadInput;
+  } catch (const MergeError& e) {
+    fmt::print(stderr, "logprobs-check merge: {}\n", e.what());
+    return kBadInput;
+  } catch (const OutputFileError& e) {
     fmt::print(stderr, "logprobs-check: {}\n", e.what());
     return kBadInput;
   } catch (const std::exception& e) {

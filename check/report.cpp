@@ -7,14 +7,21 @@
 #include <algorithm>
 #include <map>
 
+#include "build_info.hpp"  // generated at every build: LOGPROBS_GIT_COMMIT
+
 #ifndef LOGPROBS_VERSION
 #define LOGPROBS_VERSION "unknown"
+#endif
+#ifndef LOGPROBS_BUILD_TYPE
+#define LOGPROBS_BUILD_TYPE "unknown"
 #endif
 
 namespace logprobs {
 namespace {
 
 std::string format_error(double value) { return value == 0 ? "0" : fmt::format("{:.3g}", value); }
+
+}  // namespace
 
 nlohmann::json to_json(const CellSummary& cell) {
   return {{"backend", cell.backend},
@@ -28,10 +35,27 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"max_ulp_error", cell.stats.max_ulp_error},
           {"max_tolerance_used", cell.stats.max_tolerance_used},
           {"failures", cell.failures},
-          {"seconds", cell.seconds}};
+          {"seconds", cell.seconds},
+          {"first_failure", cell.first_failure},
+          {"first_violations", cell.first_violations}};
 }
 
-}  // namespace
+CellSummary cell_from_json(const nlohmann::json& json) {
+  CellSummary cell(json.at("backend").get<std::string>(), json.at("k").get<std::uint32_t>());
+  cell.cases = json.at("cases").get<std::uint64_t>();
+  cell.skipped = json.at("skipped").get<std::uint64_t>();
+  cell.skip_reasons = json.at("skip_reasons").get<std::set<std::string>>();
+  cell.stats.rows = json.at("rows").get<std::uint64_t>();
+  cell.stats.values = json.at("values").get<std::uint64_t>();
+  cell.stats.max_abs_error = json.at("max_abs_error").get<double>();
+  cell.stats.max_ulp_error = json.at("max_ulp_error").get<double>();
+  cell.stats.max_tolerance_used = json.at("max_tolerance_used").get<double>();
+  cell.failures = json.at("failures").get<std::uint64_t>();
+  cell.seconds = json.at("seconds").get<double>();
+  cell.first_failure = json.value("first_failure", std::string());
+  cell.first_violations = json.value("first_violations", std::vector<std::string>());
+  return cell;
+}
 
 void CellSummary::add(const BackendOutcome& outcome) {
   if (!outcome.skipped.empty()) {
@@ -43,6 +67,14 @@ void CellSummary::add(const BackendOutcome& outcome) {
   if (!outcome.ok()) ++failures;
   stats.merge(outcome.verdict.stats);
   seconds += outcome.seconds;
+}
+
+void CellSummary::note_failure(const std::string& origin, const BackendOutcome& outcome) {
+  if (!first_failure.empty()) return;
+  first_failure = origin;
+  if (!outcome.error.empty()) first_violations.push_back("threw: " + outcome.error);
+  for (std::size_t i = 0; i < outcome.verdict.violations.size() && first_violations.size() < 5; ++i)
+    first_violations.push_back(outcome.verdict.violations[i].message());
 }
 
 std::uint64_t total_failures(std::span<const CellSummary> cells) {
@@ -80,6 +112,8 @@ nlohmann::json report_json(std::string_view command, const Tolerance& tolerance,
   for (const CellSummary& c : cells) results.push_back(to_json(c));
   return {{"tool", "logprobs-check"},
           {"version", LOGPROBS_VERSION},
+          {"contract_version", kContractVersion},
+          {"build", build_json()},
           {"tolerance",
            {{"ulps", tolerance.ulps},
             {"norm_ulps", tolerance.norm_ulps},
@@ -89,6 +123,34 @@ nlohmann::json report_json(std::string_view command, const Tolerance& tolerance,
           {"command", command},
           {"results", results},
           {"ok", total_failures(cells) == 0}};
+}
+
+nlohmann::json build_json() {
+#if defined(__clang__)
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = std::string("gcc ") + __VERSION__;
+#else
+  const std::string compiler = "unknown";
+#endif
+  return {{"version", LOGPROBS_VERSION},
+          {"commit", LOGPROBS_GIT_COMMIT},
+          {"compiler", compiler},
+          {"build_type", LOGPROBS_BUILD_TYPE}};
+}
+
+CounterexampleFile counterexample_from_json(const nlohmann::json& json) {
+  CounterexampleFile file;
+  file.backend = json.at("backend").get<std::string>();
+  file.k = json.at("k").get<std::uint32_t>();
+  file.ranks = json.at("ranks").get<bool>();
+  file.origin = json.at("origin").get<std::string>();
+  file.path = json.at("file").get<std::string>();
+  file.replay_command = json.at("replay").get<std::string>();
+  file.shrink_steps = json.at("shrink_steps").get<int>();
+  file.first_violations = json.at("violations").get<std::vector<std::string>>();
+  file.reproduces = json.at("reproduces").get<bool>();
+  return file;
 }
 
 nlohmann::json to_json(const CounterexampleFile& file) {

@@ -29,7 +29,11 @@ struct CellSummary {
   std::uint64_t failures = 0;  // cases with a violation or a thrown error
   ErrorStats stats;
   double seconds = 0;
+  std::string first_failure;                  // where the first failing case came from
+  std::vector<std::string> first_violations;  // its first violations (or what it threw)
   void add(const BackendOutcome& outcome);
+  // Records `outcome`, a failure, as the first one unless one is recorded already.
+  void note_failure(const std::string& origin, const BackendOutcome& outcome);
 };
 
 std::uint64_t total_failures(std::span<const CellSummary> cells);
@@ -51,10 +55,19 @@ struct CounterexampleFile {
 // tolerance used, failures, time; then, for each backend that skipped cases, the parts it lacks.
 void print_table(std::ostream& os, std::span<const CellSummary> cells);
 
-// The report as JSON: the tool, its version, the tolerance, every backend of the build, the
-// command, one entry per cell and whether all passed. Callers add what is theirs (seed, input).
+// What built this binary: the version, the commit (with "-dirty" for uncommitted changes), the
+// compiler and the build type. Runs to be merged must share it.
+nlohmann::json build_json();
+
+// The report as JSON: the tool, its version, the contract's version, the build, the tolerance,
+// every backend of the build, the command, one entry per cell and whether all passed. Callers add
+// what is theirs (seed, input).
 nlohmann::json report_json(std::string_view command, const Tolerance& tolerance, std::span<const CellSummary> cells);
+nlohmann::json to_json(const CellSummary& cell);
 nlohmann::json to_json(const CounterexampleFile& file);
+// The inverses, for `merge`; nlohmann::json::exception when a field is missing or mistyped.
+CellSummary cell_from_json(const nlohmann::json& json);
+CounterexampleFile counterexample_from_json(const nlohmann::json& json);
 
 // The command-line flags that set every tolerance option differing from the default, each
 // value printed so that it reads back as the same double ("" when all are default).
