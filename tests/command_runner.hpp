@@ -20,18 +20,38 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// `logprobs-check ARGS` started and not yet waited for, so that several run side by side (as the
+// tasks of a job array do). `environment` goes before the command: "VAR=1 OTHER=2".
+class StartedCommand {
+ public:
+  explicit StartedCommand(const std::string& args, const std::string& environment = "") {
+    const std::string command = environment + " '" + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1";
+    pipe_ = ::popen(command.c_str(), "r");
+  }
+  StartedCommand(const StartedCommand&) = delete;
+  StartedCommand& operator=(const StartedCommand&) = delete;
+  ~StartedCommand() {
+    if (pipe_ != nullptr) ::pclose(pipe_);
+  }
+  CommandResult wait() {
+    CommandResult result;
+    if (pipe_ == nullptr) return result;
+    char buffer[4096];
+    std::size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe_)) > 0) result.output.append(buffer, n);
+    const int status = ::pclose(pipe_);
+    pipe_ = nullptr;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+  }
+
+ private:
+  FILE* pipe_ = nullptr;
+};
+
 // `logprobs-check ARGS`, ARGS as a shell would split them.
-inline CommandResult logprobs_check(const std::string& args) {
-  const std::string command = std::string("'") + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  CommandResult result;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+inline CommandResult logprobs_check(const std::string& args, const std::string& environment = "") {
+  return StartedCommand(args, environment).wait();
 }
 
 inline std::string path_of(const std::string& name) { return (temp_dir() / name).string(); }
