@@ -14,7 +14,12 @@
 //   - rows < threads (decode): (row, chunk) pairs are scanned in parallel, each chunk with its own
 //     buffer; the thread that finishes a row's last chunk appends its chunks' survivors in chunk
 //     order and reduces their partials.
+#ifdef _OPENMP
 #include <omp.h>
+#else
+// Built without OpenMP (LOGPROBS_OPENMP=OFF, the fuzz build): the pragmas drop out, one thread.
+static int omp_get_max_threads() { return 1; }
+#endif
 
 #include <algorithm>
 #include <atomic>
