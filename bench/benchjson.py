@@ -1,5 +1,6 @@
-"""Reading logprobs-bench results (Google Benchmark JSON), shared by bench/compare and
-bench/dashboard. Python 3 standard library only.
+"""Reading logprobs-bench results (Google Benchmark JSON) and the regression rule, shared by
+bench/compare and bench/dashboard (so the dashboard marks exactly what the gate flags). Python 3
+standard library only.
 
 A benchmark name is `<target>/key:value/...`, e.g. `cpu/rows:64/vocab:128256/levels:3/dist:normal/
 threads:2` or `stream_read/rows:64/vocab:128256/threads:2`. Google Benchmark appends segments of
@@ -8,6 +9,7 @@ a benchmark does not depend on how long it was run.
 """
 
 import json
+import re
 import statistics
 
 # Segments Google Benchmark adds to a name; they say how it was timed, not what was timed.
@@ -100,3 +102,45 @@ class Run:
         anchor = self.bytes_per_second.get(self.stream_anchor_key(key))
         value = self.bytes_per_second.get(key)
         return None if anchor is None or value is None else value / anchor
+
+
+def compare(run, base, anchor, threshold, name_filter=None):
+    """The regression gate's rule: each benchmark of `base` divided by its anchor in the same run
+    (`stream`: the same-size stream_read; `max`: the max port at the same key), in `run` and in
+    `base`; a fall of that ratio by more than `threshold` is a regression. Returns (rows,
+    regressions, notes); rows are dicts with key, base_gbs, run_gbs, base_norm, run_norm, change,
+    regressed."""
+    rows, regressions, notes = [], [], []
+    for key in sorted(base.bytes_per_second):
+        if name_filter and not re.search(name_filter, key):
+            continue
+        target = base.target(key)
+        if target == "stream_read" or (anchor == "max" and target == "max"):
+            continue  # anchors: reported as the machine's change, never judged
+        if key not in run.bytes_per_second:
+            notes.append(f"missing from the run: {key}" + (f" ({run.errors[key]})" if key in run.errors else ""))
+            continue
+        base_anchor = base.bytes_per_second.get(base.anchor_key(key, anchor))
+        run_anchor = run.bytes_per_second.get(run.anchor_key(key, anchor))
+        if base_anchor is None or run_anchor is None:
+            notes.append(f"no {anchor} anchor for {key} in the {'baseline' if base_anchor is None else 'run'}")
+            continue
+        base_norm = base.bytes_per_second[key] / base_anchor
+        run_norm = run.bytes_per_second[key] / run_anchor
+        change = run_norm / base_norm - 1.0
+        row = {
+            "key": key,
+            "base_gbs": base.bytes_per_second[key] / 1e9,
+            "run_gbs": run.bytes_per_second[key] / 1e9,
+            "base_norm": base_norm,
+            "run_norm": run_norm,
+            "change": change,
+            "regressed": change < -threshold,
+        }
+        rows.append(row)
+        if row["regressed"]:
+            regressions.append(row)
+    for key in sorted(run.bytes_per_second):
+        if key not in base.bytes_per_second and (not name_filter or re.search(name_filter, key)):
+            notes.append(f"new in the run (no baseline): {key}")
+    return rows, regressions, notes

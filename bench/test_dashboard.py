@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Tests of bench/dashboard on two synthetic runs.
+"""Tests of bench/dashboard on two synthetic runs, the second on a machine 10% faster throughout
+with one benchmark at half its speed.
 
-  test_dashboard.py png       the page and PNGs are written, self-contained, and the plots drawn
+  test_dashboard.py png       the page and PNGs are written, self-contained, and the plots drawn;
+                              the figures are ratios within a run (a uniformly faster machine
+                              changes none of them) and the flags are bench/compare's
   test_dashboard.py chromium  headless Chromium renders the page to a screenshot that is not blank
 
 Exits 77 (ctest's SKIP_RETURN_CODE) when matplotlib, or for `chromium` the browser, is missing.
 """
 
 import base64
+import importlib.machinery
+import importlib.util
 import json
 import os
 import pathlib
@@ -88,6 +93,55 @@ def test_png(out):
             fail(f"commit {commit} is not on the page")
 
 
+def load_dashboard():
+    loader = importlib.machinery.SourceFileLoader("dashboard", str(HERE / "dashboard"))
+    spec = importlib.util.spec_from_loader("dashboard", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_ratios_and_flags(out, work):
+    """What commits.png and the history table show: ratios that a machine uniformly faster
+    leaves unchanged, and red exactly where bench/compare flags a regression."""
+    dashboard = load_dashboard()
+    from benchjson import Run, compare
+
+    slow = test_compare.CompareTest.SLOW
+    base = Run(test_compare.results())
+    faster = Run(test_compare.results(scale=1.3))
+    halved = Run(test_compare.results(scale=1.3, slow=slow, slow_factor=0.5))
+    for run in (base, faster, halved):
+        run.commit = "x"
+    for (rows, vocab) in test_compare.SHAPES:
+        for target in test_compare.TARGETS:
+            for figure in (dashboard.fraction, dashboard.max_ratio):
+                a, b = (dashboard.commit_series([r], figure, target, rows, vocab, 2)[0] for r in (base, faster))
+                if a is None or abs(a / b - 1) > 1e-12:
+                    fail(f"{figure.__name__} of {target} at {rows}x{vocab}: {a} vs {b} on a uniformly faster machine")
+    flags = dashboard.regression_flags([base, faster, halved], None, 0.10)
+    for anchor in ("stream", "max"):
+        want = {r["key"] for r in compare(halved, faster, anchor, 0.10)[1]}
+        if set(flags[2][anchor]) != want or want != {slow}:
+            fail(f"flags against the run before ({anchor}): {sorted(flags[2][anchor])}, bench/compare: {sorted(want)}")
+        if flags[0][anchor] or flags[1][anchor]:
+            fail(f"flags where bench/compare sees no regression ({anchor}): {flags[0][anchor]} {flags[1][anchor]}")
+    # Against a fixed baseline every later run is judged alike.
+    against_base = dashboard.regression_flags([faster, halved], base, 0.10)
+    if against_base[0]["stream"] or set(against_base[1]["stream"]) != {slow}:
+        fail(f"flags against the baseline: {against_base}")
+
+    page = (out / "index.html").read_text()
+    flagged = re.findall(r'<tr><td class="key">([^<]*)</td>(.*?)</tr>', page)
+    red = [key for key, cells in flagged if 'class="flagged"' in cells]
+    if red != [slow]:
+        fail(f"the history table marks {red}, want [{slow}]")
+    if "REGRESSION (stream -50%, max -50%)" not in page:
+        fail("the flagged cell does not give the changes bench/compare measured")
+    if "GB/s per levels" in page or "logits GB/s" in page:
+        fail("the page still titles a figure in raw GB/s")
+
+
 def test_chromium(out, work):
     browser = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not browser:
@@ -115,6 +169,7 @@ def main():
         out = make_dashboard(work)
         if sys.argv[1] == "png":
             test_png(out)
+            test_ratios_and_flags(out, work)
         else:
             test_chromium(out, work)
     print("PASSED")
