@@ -73,6 +73,7 @@ void CellSummary::note_failure(const std::string& origin, const BackendOutcome& 
   if (!first_failure.empty()) return;
   first_failure = origin;
   if (!outcome.error.empty()) first_violations.push_back("threw: " + outcome.error);
+  if (!outcome.canonical_difference.empty()) first_violations.push_back(outcome.canonical_difference);
   for (std::size_t i = 0; i < outcome.verdict.violations.size() && first_violations.size() < 5; ++i)
     first_violations.push_back(outcome.verdict.violations[i].message());
 }
