@@ -2,10 +2,12 @@
 bench/compare and bench/dashboard (so the dashboard marks exactly what the gate flags). Python 3
 standard library only.
 
-A benchmark name is `<target>/key:value/...`, e.g. `cpu/rows:64/vocab:128256/levels:3/dist:normal/
-threads:2` or `stream_read/rows:64/vocab:128256/threads:2`. Google Benchmark appends segments of
-its own (`/real_time`, `/min_time:0.100`, and aggregate suffixes); those are dropped, so the key of
-a benchmark does not depend on how long it was run.
+A benchmark name is `<target>/key:value/...`, e.g. `cpu/rows:64/vocab:128256/k:7/dtype:f32/
+dist:normal/threads:2` or `stream_read/rows:64/vocab:128256/dtype:f32/threads:2`. Google Benchmark
+appends segments of its own (`/real_time`, `/min_time:0.100`, and aggregate suffixes); those are
+dropped, so the key of a benchmark does not depend on how long it was run. Names from before the
+k and dtype dimensions (`levels:L`, f32 logits only) read as today's (`k:2^L-1`, `dtype:f32`), so
+an older run, such as a committed baseline, compares with a new one.
 """
 
 import json
@@ -27,6 +29,17 @@ def parse_name(name):
         if key not in _TIMING_KEYS:
             dims[key] = value
     return parts[0], dims
+
+
+def normalized(dims):
+    """`dims` in today's names: levels L becomes k = 2^L - 1, and a shape without a dtype is f32
+    (logprobs-bench timed f32 logits only before it had the dimension)."""
+    dims = dict(dims)
+    if "levels" in dims and "k" not in dims and dims["levels"].isdigit():
+        dims["k"] = str((1 << int(dims.pop("levels"))) - 1)
+    if "rows" in dims and "dtype" not in dims:
+        dims["dtype"] = "f32"
+    return dims
 
 
 def canonical(target, dims):
@@ -52,6 +65,7 @@ class Run:
         for b in data.get("benchmarks", []):
             name = b.get("run_name", b["name"])
             target, dims = parse_name(name)
+            dims = normalized(dims)
             key = canonical(target, dims)
             self.dims[key] = (target, dims)
             if b.get("error_occurred"):

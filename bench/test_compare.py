@@ -17,8 +17,10 @@ TARGETS = {"max": 1.9e9, "cpu": 14e9, "torch": 2.5e9}
 STREAM = 33e9
 
 
-def results(scale=1.0, slow=None, slow_factor=1.0, stream_scale=None, max_scale=None):
-    """A logprobs-bench JSON: every target at every shape, levels 0 and 8, both thread counts."""
+def results(scale=1.0, slow=None, slow_factor=1.0, stream_scale=None, max_scale=None, old_names=False):
+    """A logprobs-bench JSON: every target at every shape, K 0 and 255 of f32 logits, both thread
+    counts; with old_names, named as logprobs-bench named them before the k and dtype
+    dimensions (levels 0 and 8, no dtype)."""
     benchmarks = []
 
     def add(name, bps):
@@ -26,12 +28,14 @@ def results(scale=1.0, slow=None, slow_factor=1.0, stream_scale=None, max_scale=
                            "iterations": 10, "real_time": 1.0, "time_unit": "ms", "bytes_per_second": bps})
 
     for rows, vocab in SHAPES:
+        dtype = "" if old_names else "/dtype:f32"
         for threads in (1, 2):
-            add(f"stream_read/rows:{rows}/vocab:{vocab}/threads:{threads}",
+            add(f"stream_read/rows:{rows}/vocab:{vocab}{dtype}/threads:{threads}",
                 STREAM * threads * (scale if stream_scale is None else stream_scale))
             for levels in (0, 8):
+                k = f"levels:{levels}" if old_names else f"k:{(1 << levels) - 1}"
                 for target, bps in TARGETS.items():
-                    name = f"{target}/rows:{rows}/vocab:{vocab}/levels:{levels}/dist:normal/threads:{threads}"
+                    name = f"{target}/rows:{rows}/vocab:{vocab}/{k}{dtype}/dist:normal/threads:{threads}"
                     s = max_scale if (target == "max" and max_scale is not None) else scale
                     add(name, bps * threads * s * (slow_factor if name == slow else 1.0))
     return {"context": {"logprobs_set": "test"}, "benchmarks": benchmarks}
@@ -54,7 +58,7 @@ class CompareTest(unittest.TestCase):
         return subprocess.run([sys.executable, str(COMPARE), str(run), str(self.base), *args],
                               capture_output=True, text=True)
 
-    SLOW = "cpu/rows:64/vocab:128256/levels:8/dist:normal/threads:2"
+    SLOW = "cpu/rows:64/vocab:128256/k:255/dtype:f32/dist:normal/threads:2"
 
     def test_planted_slowdown_is_flagged(self):
         run = self.write("run.json", results(slow=self.SLOW, slow_factor=0.8))
@@ -126,6 +130,15 @@ class CompareTest(unittest.TestCase):
         for statistic in ("median", "best"):
             with self.subTest(statistic=statistic):
                 self.assertEqual(self.compare(run, "--statistic", statistic).returncode, 1)
+
+    def test_a_run_named_before_k_and_dtype_compares_with_a_new_one(self):
+        # levels:8 is k:255 of f32 logits: a baseline recorded then still anchors a new run.
+        old = self.write("old.json", results(old_names=True))
+        out = subprocess.run([sys.executable, str(COMPARE), str(self.write("run.json", results(slow=self.SLOW,
+                              slow_factor=0.8))), str(old)], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1, out.stdout + out.stderr)
+        self.assertIn("1 regression(s) among 24 benchmarks", out.stdout)
+        self.assertNotIn("missing from the run", out.stdout)
 
     def test_nothing_comparable_is_an_error(self):
         run = self.write("run.json", {"benchmarks": []})

@@ -119,6 +119,17 @@ def test_ratios_and_flags(out, work):
                 a, b = (dashboard.commit_series([r], figure, target, rows, vocab, 2)[0] for r in (base, faster))
                 if a is None or abs(a / b - 1) > 1e-12:
                     fail(f"{figure.__name__} of {target} at {rows}x{vocab}: {a} vs {b} on a uniformly faster machine")
+    # A run named before the k and dtype dimensions, beside a new one that also times a K the old
+    # one lacks (far faster): both show the same figures, over what they share.
+    newer = test_compare.results()
+    newer["benchmarks"].append(dict(newer["benchmarks"][1], name="cpu/rows:64/vocab:128256/k:20/dtype:f32/"
+                                    "dist:normal/threads:2/real_time", run_name="cpu/rows:64/vocab:128256/k:20/dtype:f32/dist:normal/"
+                                    "threads:2/real_time", bytes_per_second=1e12))
+    old, new = Run(test_compare.results(old_names=True)), Run(newer)
+    for (rows, vocab) in test_compare.SHAPES:
+        a, b = dashboard.commit_series([old, new], dashboard.fraction, "cpu", rows, vocab, 2)
+        if a is None or abs(a / b - 1) > 1e-12:
+            fail(f"old and new names at {rows}x{vocab}: {a} vs {b}")
     flags = dashboard.regression_flags([base, faster, halved], None, 0.10)
     for anchor in ("stream", "max"):
         want = {r["key"] for r in compare(halved, faster, anchor, 0.10)[1]}
