@@ -125,7 +125,14 @@ def test_ratios_and_flags(out, work):
     newer["benchmarks"].append(dict(newer["benchmarks"][1], name="cpu/rows:64/vocab:128256/k:20/dtype:f32/"
                                     "dist:normal/threads:2/real_time", run_name="cpu/rows:64/vocab:128256/k:20/dtype:f32/dist:normal/"
                                     "threads:2/real_time", bytes_per_second=1e12))
+    # A series with an optional part (logprobs-bench --temperatures) is not a plain one.
+    newer["benchmarks"].append(dict(newer["benchmarks"][1], name="cpu/rows:64/vocab:128256/k:0/dtype:f32/"
+                                    "dist:normal/threads:2/temperature:0.7/real_time",
+                                    run_name="cpu/rows:64/vocab:128256/k:0/dtype:f32/dist:normal/threads:2/"
+                                    "temperature:0.7/real_time", bytes_per_second=1e12))
     old, new = Run(test_compare.results(old_names=True)), Run(newer)
+    if any("temperature" in e.key for e in dashboard.entries(new)):
+        fail("a series with temperatures is plotted among the plain ones")
     for (rows, vocab) in test_compare.SHAPES:
         a, b = dashboard.commit_series([old, new], dashboard.fraction, "cpu", rows, vocab, 2)
         if a is None or abs(a / b - 1) > 1e-12:
