@@ -1,9 +1,9 @@
 // Differential fuzzing: the fuzzer's bytes become a valid batch (offsets valid by construction;
 // logits from a palette of special values, raw float bits, and ties, in any dtype; temperatures
 // sometimes), a K and a ranks request, and every available host backend that implements them
-// must agree with the reference by SPEC §5. The reference's own tokens are judged
-// against the input too. A disagreement prints its violations and aborts, so libFuzzer keeps
-// the input.
+// must agree with the reference by SPEC §5, and give the canonical bits if it claims SPEC §8.
+// The reference's own tokens are judged against the input too. A disagreement prints its
+// violations and aborts, so libFuzzer keeps the input.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -12,7 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "harness/half_precision.hpp"
 #include "harness/host_backends.hpp"
@@ -138,12 +141,14 @@ Case case_from(FuzzedDataProvider& in) {
   return c;
 }
 
-void report_and_abort(const Case& c, std::string_view backend, const std::vector<Violation>& violations) {
+void report_and_abort(const Case& c, std::string_view backend, const std::vector<Violation>& violations,
+                      const std::string& note = "") {
   std::fprintf(
       stderr, "fuzz_differential: %.*s disagrees with the reference (B %zu, V %zu, rows %zu, K %u, ranks %d):\n",
       static_cast<int>(backend.size()), backend.data(), static_cast<std::size_t>(c.batch.sampled_tokens.size()),
       static_cast<std::size_t>(c.batch.vocab), static_cast<std::size_t>(c.batch.rows), c.k, int(c.ranks));
   for (std::size_t i = 0; i < violations.size() && i < 20; ++i) std::fprintf(stderr, "  %s\n", violations[i].message().c_str());
+  if (!note.empty()) std::fprintf(stderr, "  %s\n", note.c_str());
   std::abort();
 }
 
@@ -155,11 +160,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FuzzedDataProvider in(data, size);
   const fuzz::Case c = fuzz::case_from(in);
   const ResultData reference = run_backend(reference_backend(), c.batch, c.k, c.ranks);
-  for (const Backend* backend : available_host_backends()) {
+  const std::vector<const Backend*> backends = available_host_backends();
+  const std::optional<ResultData> canonical = canonical_result(backends, c.batch, c.k, c.ranks);
+  for (const Backend* backend : backends) {
     if (!missing_part(backend->features(), c.batch.view(), c.k, c.ranks).empty()) continue;
     const ResultData got = backend->name() == kReferenceName ? reference : run_backend(*backend, c.batch, c.k, c.ranks);
     const Verdict verdict = compare_result(c.batch, c.k, reference, got, tolerance_for(*backend, {}));
     if (!verdict.ok()) fuzz::report_and_abort(c, backend->name(), verdict.violations);
+    if (canonical && backend->claims_canonical_arithmetic()) {
+      if (const std::string difference = first_bit_difference(got, *canonical); !difference.empty())
+        fuzz::report_and_abort(c, backend->name(), {}, "SPEC 8: bits differ from the canonical arithmetic's at " + difference);
+    }
   }
   return 0;
 }

@@ -92,6 +92,26 @@ HWY_INLINE V LoadWidened(const std::byte* row, std::uint64_t i) {
   }
 }
 
+// The largest and the smallest of a vector's lanes. Not hn::MaxOfLanes and MinOfLanes: Highway
+// 1.0.3's portable fallback (EMU128) starts their folds at the lowest and highest finite floats,
+// so a segment of only -inf got m = -FLT_MAX there, and its row a finite normalizer where SPEC §3
+// says NaN (fuzz_differential found it). Once per segment of 1024 entries: the cost is nothing.
+HWY_INLINE float LargestLane(V v) {
+  HWY_ALIGN float lanes[kN];
+  hn::Store(v, D(), lanes);
+  float largest = lanes[0];
+  for (std::size_t l = 1; l < kN; ++l) largest = lanes[l] > largest ? lanes[l] : largest;
+  return largest;
+}
+
+HWY_INLINE float SmallestLane(V v) {
+  HWY_ALIGN float lanes[kN];
+  hn::Store(v, D(), lanes);
+  float smallest = lanes[0];
+  for (std::size_t l = 1; l < kN; ++l) smallest = lanes[l] < smallest ? lanes[l] : smallest;
+  return smallest;
+}
+
 // The rare part of admission, out of line: compaction and the ascending-row seed. Returns the
 // new threshold.
 HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, std::uint64_t ahead,
@@ -193,8 +213,9 @@ class ChunkScanner {
       max[0] = hn::Max(max[0], max[h]);
       min[0] = hn::Min(min[0], min[h]);
     }
-    const V m = hn::MaxOfLanes(d, max[0]);
-    canonical::Partial partial{hn::GetLane(m), 0.0f};
+    const float largest = LargestLane(max[0]);
+    const V m = hn::Set(d, largest);
+    canonical::Partial partial{largest, 0.0f};
     pos_inf_ |= partial.max == std::numeric_limits<float>::infinity();
 
     V lanes[kRegs];
@@ -205,7 +226,7 @@ class ChunkScanner {
     // Every x - m of the segment in exp's range (x - m is monotone in x, so the min's tells):
     // exp's selection of 0 below the range would select nothing, and is left out. The min does
     // not see NaN on x86 (the row's normalizer is NaN anyway, SPEC §3).
-    const bool in_range = hn::GetLane(hn::Sub(hn::MinOfLanes(d, min[0]), m)) >= canonical::kExpFloor;
+    const bool in_range = SmallestLane(min[0]) - largest >= canonical::kExpFloor;
     for (std::uint64_t t = 0; t < full_tiles; ++t) {
       const std::byte* prefetch = ahead ? next + t * kPrefetchLines * 64 : nullptr;
       if (in_range) {

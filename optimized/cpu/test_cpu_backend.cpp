@@ -198,6 +198,23 @@ TEST_P(CpuBackendPerTarget, GivesTheCanonicalBitsAtEveryBoundary) {
   }
 }
 
+// SPEC §3's rows (only -inf, a +inf, a NaN, mostly masked), each kind in every row of its batch, at
+// V from one entry to past a chunk: the segment max of only -inf must stay -inf (Highway's
+// EMU128 MaxOfLanes would make it -FLT_MAX, a finite normalizer).
+TEST_P(CpuBackendPerTarget, SpecialRowsGiveTheCanonicalBits) {
+  std::mt19937_64 rng(44);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  for (const RowKind kind : {RowKind::OnlyNegInf, RowKind::PlusInf, RowKind::OneNaN, RowKind::Masked}) {
+    for (const std::uint64_t vocab : {1ull, 64ull, 1025ull, 16385ull}) {
+      const BatchData batch = batch_of_one_kind(2, vocab, rng, kind);
+      for (const std::uint32_t k : {0u, 3u}) {
+        EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+            << "kind " << int(kind) << " V " << vocab << " K " << k;
+      }
+    }
+  }
+}
+
 TEST_P(CpuBackendPerTarget, AgreesWithReferenceOnEveryRowKind) {
   std::mt19937_64 rng(42);
   ErrorStats errors;
