@@ -4,16 +4,19 @@
 For each shape and levels of logprobs-cuda-bench (a decode step: one logit row and one output
 row per batch item, N(0, 2) logits), times torch.log_softmax + torch.topk + gather on the GPU
 with CUDA events, rotating over enough copies of the logits to exceed the L2 cache, as the CUDA
-benchmark does. Writes a JSON list of {rows, vocab, levels, us}.
+benchmark does. The logits of a shape are made once and timed at every levels. Writes a JSON
+list of {rows, vocab, levels, k, us} (written whole: a temporary file, then a rename).
 
     python3 torch_peer.py [--quick] [--json FILE]
 
-Exit 0 with a note when torch does not import or sees no GPU (there is no peer to time then),
-so a missing torch never hides the other results; the note says why.
+Exit 1, saying why, when torch does not import or sees no CUDA device: a wrong interpreter is a
+failure with no data, never a pass (ci/gpu-check runs this under the interpreter it found).
 """
 import argparse
 import json
+import os
 import sys
+import tempfile
 
 SHAPES = [(1, 128256), (8, 128256), (64, 128256), (256, 128256), (64, 152064), (64, 262144), (64, 32000)]
 LEVELS = [0, 1, 3, 5, 8, 10, 12, 16]
@@ -21,13 +24,18 @@ QUICK_SHAPES = [(1, 128256), (64, 128256)]
 QUICK_LEVELS = [0, 8]
 
 
-def time_shape(torch, rows, vocab, levels):
-    k = (1 << levels) - 1 if levels > 0 else 0
-    batch_bytes = rows * vocab * 4
-    copies = max(1, (256 << 20) // batch_bytes + 1)
+def make_shape(torch, rows, vocab):
+    """The logits of one shape, in enough copies to exceed the L2 cache, and the sampled tokens."""
+    copies = max(1, (256 << 20) // (rows * vocab * 4) + 1)
     gen = torch.Generator(device="cuda").manual_seed(42)
     logits = torch.randn((copies, rows, vocab), device="cuda", generator=gen) * 2.0
     sampled = torch.randint(0, vocab, (rows, 1), device="cuda", generator=gen)
+    return logits, sampled
+
+
+def time_levels(torch, logits, sampled, levels):
+    copies, rows, vocab = logits.shape
+    k = (1 << levels) - 1 if levels > 0 else 0
 
     def step(x):
         lp = torch.log_softmax(x, dim=-1)
@@ -54,9 +62,20 @@ def time_shape(torch, rows, vocab, levels):
     stop.record()
     stop.synchronize()
     us = start.elapsed_time(stop) * 1e3 / calls
-    del logits
-    torch.cuda.empty_cache()
-    return {"rows": rows, "vocab": vocab, "levels": levels, "us": us}
+    return {"rows": rows, "vocab": vocab, "levels": levels, "k": k, "us": us}
+
+
+def write_json(path, value):
+    """Writes `path` whole or not at all: a new temporary file beside it, then a rename (which
+    replaces a link at `path`, never writes through it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".torch-peer.", suffix=".part", delete=False) as f:
+        try:
+            json.dump(value, f, indent=1)
+        except BaseException:
+            os.unlink(f.name)
+            raise
+    os.replace(f.name, path)
 
 
 def main():
@@ -67,25 +86,27 @@ def main():
     try:
         import torch
     except ImportError as e:
-        print(f"torch peer: torch does not import ({e}); nothing timed")
-        return 0
+        print(f"torch peer: FAILED: torch does not import under {sys.executable} ({e}); nothing timed")
+        return 1
     if not torch.cuda.is_available():
-        print("torch peer: torch sees no CUDA device; nothing timed")
-        return 0
+        print(f"torch peer: FAILED: torch {torch.__version__} under {sys.executable} sees no CUDA device; "
+              "nothing timed")
+        return 1
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
     shapes = QUICK_SHAPES if args.quick else SHAPES
     levels_list = QUICK_LEVELS if args.quick else LEVELS
     results = []
     print(f"{'rows':>6} {'vocab':>8} {'levels':>6} {'us/call':>10}")
     for rows, vocab in shapes:
+        logits, sampled = make_shape(torch, rows, vocab)
         for levels in levels_list:
-            r = time_shape(torch, rows, vocab, levels)
+            r = time_levels(torch, logits, sampled, levels)
             results.append(r)
             print(f"{rows:>6} {vocab:>8} {levels:>6} {r['us']:>10.2f}", flush=True)
+        del logits, sampled
+        torch.cuda.empty_cache()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "results": results}, f,
-                      indent=1)
+        write_json(args.json, {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "results": results})
     return 0
 
 
