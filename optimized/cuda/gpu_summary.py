@@ -24,7 +24,12 @@ def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
-    cuda = load(sys.argv[1])
+    try:
+        cuda = load(sys.argv[1])
+        copy_bw = cuda["copy_bytes_per_second"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"(no logprobs-cuda-bench results: {e})")
+        return 1
     torch = {}
     if len(sys.argv) == 3:
         try:
@@ -32,7 +37,6 @@ def main():
                 torch[(r["rows"], r["vocab"], k_of(r))] = r["us"]
         except (OSError, ValueError, KeyError) as e:
             print(f"(no torch peer results: {e})\n")
-    copy_bw = cuda["copy_bytes_per_second"]
     print(f"device-to-device copy bandwidth: {copy_bw / 1e9:.0f} GB/s (read + written)\n")
     print("| rows | vocab | K | cuda us | read GB/s | of copy bw | torch us | speedup |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
