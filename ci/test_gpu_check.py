@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """ci/gpu-check without a GPU (the ctest gpu_check_dry_run): its budget fits 420 s; `run` exits 3
 naming the reason and leaves exactly the archive and summary.md (the archive holding the facts);
-it refuses an OUT it could overwrite (and `build` a DIR that is not a build); a signal still leaves both files and ends the step it
-stopped; find-torch takes LOGPROBS_TORCH_PYTHON first and only with CUDA; the torch peer fails
-without torch; and the whole run on stand-ins for the GPU tools passes, fails on a skipped device
-test and fails without torch.
+it refuses an OUT it could overwrite (and `build` a DIR that is not a build); a signal still
+leaves both files and ends the step it stopped; find-torch takes LOGPROBS_TORCH_PYTHON first and
+only with CUDA; the torch peer fails without torch; and the whole run on stand-ins for the GPU
+tools passes, fails on a skipped device test and fails without torch.
 
     test_gpu_check.py [LOGPROBS_CUDA_BENCH]
 
@@ -200,8 +200,10 @@ def stand_in_gpu(tmp):
                  "test_properties"):
         write(build / name, GTEST_STAND_IN, 0o755)
     write(build / "logprobs-cuda-bench", BENCH_STAND_IN, 0o755)
-    for name in ("logprobs-check", "logprobs-bench"):
-        write(build / name, "#!/bin/sh\necho \"$0 $*\"\n", 0o755)
+    # logprobs-check says 3 MiB (the log is cut to 2), logprobs-bench writes 5 MiB of JSON (left out).
+    write(build / "logprobs-check", "#!/bin/sh\necho \"$0 $*\"\nhead -c 3145728 /dev/zero | tr '\\0' x\n", 0o755)
+    write(build / "logprobs-bench", "#!/bin/sh\nfor a; do case $a in --benchmark_out=*) "
+          "head -c 5242880 /dev/zero > \"${a#*=}\" ;; esac; done\n", 0o755)
     write(build / "torch_peer.py", PEER_STAND_IN)
     write(build / "gpu_summary.py", (ROOT / "optimized" / "cuda" / "gpu_summary.py").read_text())
     write(tools / "nvidia-smi", "#!/bin/sh\necho 'NVIDIA H200 (a stand-in)'\n", 0o755)
@@ -226,10 +228,18 @@ def test_stand_in_gpu(tmp, budget):
     check("| 64 | 128256 | 255 | 12.00 | 2700 | 67.5% | 96.00 | 8.0x |" in summary, f"the joined table:\n{summary}")
     with tarfile.open(tmp / "out-gpu" / "gpu-check.tar.gz") as archive:
         names = set(archive.getnames())
-        memcheck = archive.extractfile("gpu-check/memcheck.log").read().decode() if "gpu-check/memcheck.log" in names else ""
+        log = "gpu-check/memcheck.log"
+        memcheck = archive.extractfile(log).read().decode() if log in names else ""
+        campaign = archive.extractfile("gpu-check/campaign.log").read() if "gpu-check/campaign.log" in names else b""
+        campaign_size, campaign_tail = len(campaign), campaign[(1 << 20) - 10:(1 << 20) + 100].decode()
     check({f"gpu-check/{name}.log" for name, _ in budget} <= names, f"a log per step: {sorted(names)}")
     check({"gpu-check/cuda-bench.json", "gpu-check/torch-peer.json", "gpu-check/memcheck.json"} <= names,
           f"the JSON reports: {sorted(names)}")
+    check("gpu-check/logprobs-bench.json" not in names and
+          "left out of the archive (over 4194304 bytes): logprobs-bench.json (5242880 bytes)" in summary,
+          f"a file over 4 MiB is left out and named:\n{summary}")
+    check(0 < campaign_size <= (2 << 20) + 100 and "bytes cut" in campaign_tail,
+          f"a log over 2 MiB is cut to 2 MiB: {campaign_size} bytes")
     check("--gtest_filter=GpuCheckSanitizerShapes/*" in memcheck, f"the sanitizer runs the filter: {memcheck}")
     done = gpu_check("run", build, tmp / "out-skip", env={**env, "FAKE_SKIP": "1"})
     summary = (tmp / "out-skip" / "summary.md").read_text()

@@ -1,11 +1,12 @@
 // The small shapes that ci/gpu-check runs under compute-sanitizer (memcheck, racecheck,
 // synccheck), part of test_cuda_backend and selected by its filter 'GpuCheckSanitizerShapes/*'
 // (rename both together): V in {37, 8193, 20000} (inside one chunk of 8192, one past it, several
-// chunks) x K in {0, 7, 255, 256, 65535} x a 16-byte-aligned and an odd row stride (for V = 20000 the aligned stride is V). Each case is
-// a ragged batch (an item of two rows with an echo token, an empty item, an item of one row)
-// judged against the reference, with ranks and temperatures when the backend declares them.
-// Skips without a device, and for a K the backend does not implement (SPEC §4), saying which;
-// on a GPU machine the script counts every skip as a failure.
+// chunks) x K in {0, 7, 255, 256, 65535} x a 16-byte-aligned and an odd row stride (for
+// V = 20000 the aligned stride is V). Each case is a ragged batch (an item of two rows with an
+// echo token, an empty item, an item of one row) judged against the reference, with ranks and
+// temperatures when the backend declares them. Skips without a device, and for a K the backend
+// does not implement (SPEC §4), saying which; on a GPU machine the script counts every skip as a
+// failure.
 #include <gtest/gtest.h>
 
 #include <cmath>
