@@ -1,0 +1,88 @@
+// The candidate buffer alone (candidate_buffer.hpp): compaction's exact top-K in token order, and
+// the speculative threshold's guarantee on rows whose large entries form one run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "candidate_buffer.hpp"
+
+namespace logprobs {
+namespace {
+
+// Compaction keeps exactly the K best under (value descending, token ascending), in token order,
+// and raises the threshold to the K-th best value: random values, heavy ties, sorted either way
+// and all equal, at K where the selection takes each of its paths: heap (K <= n / 32), partition
+// (n <= 2048) and radix.
+TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
+  std::mt19937_64 rng(59);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::uint32_t k : {1u, 3u, 255u, 4095u}) {
+    for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
+      const std::size_t n = 2 * std::size_t{k} + 65;  // one past capacity: admit() compacts once
+      std::vector<float> values(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string_view s = shape;
+        values[i] = s == "random"       ? normal(rng)
+                    : s == "ties"       ? float(int(normal(rng)))
+                    : s == "ascending"  ? float(i)
+                    : s == "descending" ? -float(i)
+                                        : 1.0f;
+      }
+      cpu::CandidateBuffer buffer;
+      buffer.reset(k);
+      for (std::size_t i = 0; i < n; ++i) buffer.admit(values[i], std::uint32_t(i));
+      buffer.compact();
+
+      std::vector<std::uint32_t> order(n);
+      std::iota(order.begin(), order.end(), 0u);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
+      std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
+      std::sort(best.begin(), best.end());
+      const std::string where = std::string(shape) + " K " + std::to_string(k);
+      ASSERT_EQ(buffer.size(), k) << where;
+      EXPECT_TRUE(std::equal(best.begin(), best.end(), buffer.tokens())) << where;
+      for (std::size_t i = 0; i < k; ++i) EXPECT_EQ(buffer.values()[i], values[buffer.tokens()[i]]) << where;
+      EXPECT_EQ(buffer.threshold(), values[order[k - 1]]) << where;
+    }
+  }
+}
+
+// Where a row's entries >= t form one run of tokens (sorted rows, a single peak), the speculative
+// threshold t never starves the row of K entries, so such rows are never scanned twice (the
+// guard in speculative_threshold: a sorted row's sampled top is one cache line's). The hardest
+// peak lies midway between two sampled lines: its run starts at one line's last entry.
+TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
+  using cpu::CandidateBuffer;
+  for (const std::uint64_t vocab : {16384u, 32000u, 100003u, 128256u, 152064u}) {
+    for (const std::uint32_t k : {255u, 1000u, 1024u, 2048u, 4095u, 4096u}) {
+      const double midway = 10.0 * CandidateBuffer::kSampleStride +
+                            (CandidateBuffer::kSampleStride + CandidateBuffer::kSampleRun - 1) / 2.0;
+      const std::pair<const char*, std::function<double(double)>> shapes[] = {
+          {"ascending", [](double j) { return j; }},
+          {"descending", [](double j) { return -j; }},
+          {"peak at V/3", [&](double j) { return -std::abs(j - double(vocab / 3)); }},
+          {"peak midway between sampled lines", [&](double j) { return -std::abs(j - midway); }}};
+      std::vector<float> row(vocab);
+      for (const auto& [shape, rank] : shapes) {
+        for (std::uint64_t j = 0; j < vocab; ++j) row[j] = static_cast<float>(0.001 * rank(double(j)));
+        CandidateBuffer buffer;
+        buffer.reset(k);
+        const float threshold = buffer.speculative_threshold(cpu::RowSource(row.data()), vocab);
+        const auto admitted = std::count_if(row.begin(), row.end(), [&](float x) { return x > threshold; });
+        EXPECT_GE(admitted, k) << shape << " V " << vocab << " K " << k << " threshold " << threshold;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace logprobs
