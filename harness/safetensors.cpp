@@ -105,17 +105,20 @@ class HeaderParser {
     return e;
   }
 
-  // Tensors may lie in any order and with gaps between them, but never overlap.
+  // Tensors may lie in any order and with gaps between them, but no two non-empty ones overlap.
+  // Empty tensors hold no bytes, so they are left out before sorting: kept in, one between two
+  // overlapping tensors would make them no longer neighbours. Among non-empty ranges sorted by
+  // begin, neighbours not overlapping means none do.
   void check_layout(const std::vector<TensorEntry>& entries) const {
     std::vector<const TensorEntry*> by_begin;
-    for (const TensorEntry& e : entries) by_begin.push_back(&e);
-    std::sort(by_begin.begin(), by_begin.end(), [](const TensorEntry* a, const TensorEntry* b) {
-      return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-    });
+    for (const TensorEntry& e : entries)
+      if (e.begin != e.end) by_begin.push_back(&e);
+    std::sort(by_begin.begin(), by_begin.end(),
+              [](const TensorEntry* a, const TensorEntry* b) { return a->begin < b->begin; });
     for (std::size_t i = 1; i < by_begin.size(); ++i) {
       const TensorEntry& prev = *by_begin[i - 1];
       const TensorEntry& next = *by_begin[i];
-      if (next.begin < prev.end && next.begin != next.end && prev.begin != prev.end)
+      if (next.begin < prev.end)
         reader_.fail("tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", prev.name, prev.begin, prev.end, next.name,
                      next.begin, next.end);
     }

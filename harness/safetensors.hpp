@@ -49,8 +49,8 @@ struct TensorEntry {
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 
 // An open safetensors file whose header has been checked against the file's size: every entry's
-// byte range lies inside the data section, matches its dtype and shape and overlaps no other, so
-// reading an entry allocates no more than the file holds.
+// byte range lies inside the data section, matches its dtype and shape and overlaps no other
+// non-empty one, so reading an entry allocates no more than the file holds.
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(const std::filesystem::path& path);

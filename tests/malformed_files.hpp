@@ -70,6 +70,13 @@ inline std::vector<MalformedFile> malformed_batch_files() {
           [](Header& h) { h["lp_output_offsets"]["data_offsets"] = {28, 36}; }, 30);
   altered("data offsets out of order", "out of order", [](Header& h) { h["sampled_tokens"]["data_offsets"] = {12, 8}; });
   altered("data offsets overlap", "overlap", [](Header& h) { h["sampled_tokens"]["data_offsets"] = {4, 8}; });
+  // Sorted by begin, the empty tensor at [2, 2] sits between logits [0, 8] and sampled_tokens
+  // [4, 8], which overlap.
+  altered("empty tensor between overlapping ones", "tensors 'logits' [0, 8] and 'sampled_tokens' [4, 8] overlap",
+          [](Header& h) {
+            h["tokens"]["data_offsets"] = {2, 2};
+            h["sampled_tokens"]["data_offsets"] = {4, 8};
+          });
   altered("shape product overflows", "overflows 64 bits",
           [](Header& h) { h["logits"]["shape"] = {std::uint64_t{1} << 40, std::uint64_t{1} << 40}; });
   altered("negative dimension", "expected a non-negative integer", [](Header& h) { h["logits"]["shape"] = {1, -2}; });
