@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace logprobs {
 
@@ -21,6 +22,10 @@ using nlohmann::json;
 // The safetensors reference implementation refuses headers above 100 MB; so do we, which also
 // bounds what a hostile header length can make us allocate.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+// The reference implementation parses the header with serde_json, whose nesting limit is 128.
+// nlohmann has none and builds every level, gigabytes for a 98 MB header of brackets, so deeper
+// nesting is refused as it is met.
+constexpr std::size_t kMaxHeaderDepth = 128;
 
 struct DtypeInfo {
   std::string_view name;
@@ -38,13 +43,15 @@ class HeaderParser {
   HeaderParser(const SafetensorsReader& reader, std::uint64_t data_size) : reader_(reader), data_size_(data_size) {}
 
   void parse(const std::string& text, std::vector<TensorEntry>& entries, FileMetadata& metadata) const {
+    check_framing(text);
     json header;
     try {
-      header = json::parse(text);
+      header = json::parse(text, bounded_and_unique_keys());
     } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double
       reader_.fail("header is not valid JSON: {}", e.what());
     }
-    if (!header.is_object()) reader_.fail("header is JSON {}, expected an object of tensors", header.type_name());
+    if (text[text.find_last_not_of(' ')] != '}')
+      reader_.fail("header has bytes other than spaces after its JSON object (the format pads with spaces only)");
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
         parse_metadata(value, metadata);
@@ -56,6 +63,43 @@ class HeaderParser {
   }
 
  private:
+  // What JSON alone does not refuse, or nlohmann lets through: it skips a byte-order mark and
+  // stops at a NUL as if the text ended there.
+  void check_framing(const std::string& text) const {
+    if (text.starts_with("\xEF\xBB\xBF"))
+      reader_.fail("header starts with a UTF-8 byte-order mark, which the format forbids");
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+      reader_.fail("header has a NUL byte at offset {} (a reader that stops there would ignore what follows)", nul);
+    if (text.empty() || text[0] != '{')
+      reader_.fail("header starts with {}, expected an object of tensors ('{{')",
+                   text.empty() ? std::string("nothing") : json(text.substr(0, 1)).dump());
+  }
+
+  // nlohmann keeps the last of duplicate keys, so a broken first entry for a tensor would pass
+  // unseen; the callback sees each key of each open object, and each level as it opens.
+  json::parser_callback_t bounded_and_unique_keys() const {
+    return [this, open = std::vector<std::set<std::string>>()](int, json::parse_event_t event, json& parsed) mutable {
+      switch (event) {
+        case json::parse_event_t::object_start:
+        case json::parse_event_t::array_start:
+          if (open.size() >= kMaxHeaderDepth) reader_.fail("header nests deeper than {} levels", kMaxHeaderDepth);
+          open.emplace_back();
+          break;
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+          open.pop_back();
+          break;
+        case json::parse_event_t::key:
+          if (!open.back().insert(parsed.get<std::string>()).second)
+            reader_.fail("header has the key {} twice in one object", parsed.dump());
+          break;
+        case json::parse_event_t::value:
+          break;
+      }
+      return true;
+    };
+  }
+
   void parse_metadata(const json& value, FileMetadata& metadata) const {
     if (!value.is_object()) reader_.fail("__metadata__ is JSON {}, expected an object of strings", value.type_name());
     for (const auto& [key, item] : value.items()) {

@@ -1,7 +1,9 @@
 // The safetensors container: an 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then the raw
-// little-endian tensor bytes. Reading checks every size against the file before anything is
-// allocated; writing is atomic. Knows nothing of batches: batch_file.hpp maps SPEC §7 onto it.
+// little-endian tensor bytes. Reading is strict where the format is (no duplicate keys, no
+// bytes but spaces after the header's JSON, no byte-order mark) and checks every size against
+// the file before anything is allocated; writing is atomic. Knows nothing of batches:
+// batch_file.hpp maps SPEC §7 onto it.
 #pragma once
 
 #include <fmt/format.h>

@@ -34,6 +34,17 @@ inline std::string file_with_header(const std::string& header, std::size_t data_
   return length_prefix(header.size()) + header + std::string(data_bytes, '\0');
 }
 
+// The valid header with `levels` levels of JSON open at its deepest: the header, the logits
+// entry, and in that an ignored field of nested arrays. The format's reference reader (serde_json)
+// stops at 128.
+inline std::string header_nested(int levels) {
+  std::string header = valid_header().dump();
+  const std::string logits = R"({"logits":{)";
+  header.replace(0, logits.size(),
+                 logits + R"("x":)" + std::string(levels - 2, '[') + std::string(levels - 2, ']') + ",");
+  return header;
+}
+
 struct MalformedFile {
   std::string name;
   std::string bytes;
@@ -89,6 +100,27 @@ inline std::vector<MalformedFile> malformed_batch_files() {
     h["__metadata__"] = {{"levels", "17"}};
   });
   altered("metadata not a string", "expected a string", [](Header& h) { h["__metadata__"] = {{"levels", 3}}; });
+
+  // What JSON readers let through and the format refuses; nlohmann keeps the last of duplicate
+  // keys, skips a byte-order mark and stops at a NUL. Each would let a broken part pass unseen.
+  const std::string valid = valid_header().dump();
+  const auto raw = [&](const std::string& name, const std::string& header, const std::string& fragment) {
+    files.push_back({name, file_with_header(header), fragment});
+  };
+  raw("duplicate tensor, the first broken",
+      R"({"logits":{"dtype":"F99","shape":[9],"data_offsets":[0,999]},)" + valid.substr(1),
+      R"(header has the key "logits" twice in one object)");
+  std::string twice_dtype = valid;
+  twice_dtype.replace(twice_dtype.find(R"("dtype":"F32")"), 13, R"("dtype":"F99","dtype":"F32")");
+  raw("duplicate field in a tensor", twice_dtype, R"(header has the key "dtype" twice)");
+  raw("duplicate metadata key", R"({"__metadata__":{"k":"70000","k":"1"},)" + valid.substr(1),
+      R"(header has the key "k" twice)");
+  raw("bytes after a NUL", valid + std::string("\0{\"more\": 1}", 12), "header has a NUL byte at offset");
+  raw("trailing newline", valid + "\n", "header has bytes other than spaces after its JSON object");
+  raw("text after the padding", valid + "   x", "not valid JSON");
+  raw("UTF-8 byte-order mark", "\xEF\xBB\xBF" + valid, "byte-order mark");
+  raw("leading space", " " + valid, "header starts with \" \", expected an object of tensors");
+  raw("nested 129 levels", header_nested(129), "header nests deeper than 128 levels");
   return files;
 }
 

@@ -264,6 +264,17 @@ std::string batch_error(const std::string& bytes) {
 
 TEST(BatchFileMalformed, ValidHeaderIsAccepted) { EXPECT_EQ(batch_error(file_with_header(valid_header().dump())), ""); }
 
+// What the format allows beside the refusals of the table: space padding after the JSON (our
+// writer and every other pad to 8 bytes), nesting to serde_json's 128 levels, empty tensors
+// anywhere (they hold no bytes, so they overlap nothing).
+TEST(BatchFileMalformed, PaddingNestingAndEmptyTensorsAreAccepted) {
+  EXPECT_EQ(batch_error(file_with_header(valid_header().dump() + "       ")), "");
+  EXPECT_EQ(batch_error(file_with_header(testing_support::header_nested(128))), "");
+  ordered_json h = valid_header();
+  h["tokens"]["data_offsets"] = {4, 4};  // inside logits [0, 8]
+  EXPECT_EQ(batch_error(file_with_header(h.dump())), "");
+}
+
 TEST(BatchFileMalformed, EachKindIsRejectedWithItsMessage) {
   for (const MalformedFile& file : malformed_batch_files()) {
     const std::string message = batch_error(file.bytes);
