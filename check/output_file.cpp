@@ -1,9 +1,8 @@
 #include "output_file.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <fstream>
+#include "harness/atomic_file.hpp"
 
 namespace logprobs {
 namespace fs = std::filesystem;
@@ -22,25 +21,12 @@ void write_output_file(const fs::path& path, std::string_view text, std::span<co
   for (const std::string& input : inputs)
     if (!input.empty() && same_file(path, input))
       throw OutputFileError(fmt::format("refusing to write a report over {}, an input of this run", input));
-  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  const fs::path temp = folder / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
-  std::error_code ignored;
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw OutputFileError(fmt::format("cannot create {} (to write {})", temp.string(), path.string()));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(temp, ignored);
-      throw OutputFileError(fmt::format("writing {} failed", temp.string()));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    fs::remove(temp, ignored);
-    throw OutputFileError(fmt::format("cannot rename {} to {}: {}", temp.string(), path.string(), ec.message()));
+  // AtomicFile: an exclusive temporary under a random name (a link or a FIFO placed there is never
+  // opened), removed on failure and on SIGINT or SIGTERM.
+  try {
+    write_file_atomically(path, text);
+  } catch (const FileError& e) {
+    throw OutputFileError(e.what());
   }
 }
 

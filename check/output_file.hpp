@@ -1,7 +1,7 @@
 // Report files (--json, --junit) written so that a reader never sees half of one and a run
-// never destroys what it read: the text goes to a temporary file in the same folder, then a
-// rename puts it in place (atomic on one filesystem); a path that names one of the run's inputs
-// is refused before anything is written.
+// never destroys what it read: the text goes through AtomicFile (a temporary file in the same
+// folder, then a rename); a path that names one of the run's inputs is refused before anything is
+// written.
 #pragma once
 
 #include <filesystem>

@@ -1,13 +1,18 @@
 #include "safetensors.hpp"
 
+#include <fcntl.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "atomic_file.hpp"
 
 namespace logprobs {
 
@@ -183,11 +188,13 @@ std::optional<std::uint64_t> dtype_size(std::string_view dtype) {
 std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 SafetensorsReader::SafetensorsReader(const fs::path& path) : path_(path) {
-  std::error_code ec;
-  const std::uint64_t file_size = fs::file_size(path, ec);
-  if (ec) fail("cannot read: {}", ec.message());
-  in_.open(path, std::ios::binary);
-  if (!in_) fail("cannot open for reading");
+  // O_NONBLOCK: opening a FIFO without it waits for a writer, for ever; fstat then refuses it.
+  file_.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (file_.fd < 0) fail("cannot read: {}", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(file_.fd, &st) != 0) fail("cannot read: {}", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail("cannot read: not a regular file");
+  const std::uint64_t file_size = std::uint64_t(st.st_size);
   if (file_size < 8) fail("file is {} bytes, shorter than the 8-byte header length", file_size);
 
   unsigned char length_bytes[8];
@@ -205,6 +212,10 @@ SafetensorsReader::SafetensorsReader(const fs::path& path) : path_(path) {
   std::string header(header_length, '\0');
   read_exact(8, header.data(), header_length);
   HeaderParser(*this, data_size_).parse(header, entries_, metadata_);
+}
+
+SafetensorsReader::Descriptor::~Descriptor() {
+  if (fd >= 0) ::close(fd);
 }
 
 const TensorEntry* SafetensorsReader::find(std::string_view name) const {
@@ -233,10 +244,15 @@ void SafetensorsReader::fail_with(const std::string& message) const {
 }
 
 void SafetensorsReader::read_exact(std::uint64_t offset, void* into, std::uint64_t bytes) {
-  in_.seekg(static_cast<std::streamoff>(offset));
-  in_.read(static_cast<char*>(into), static_cast<std::streamsize>(bytes));
-  if (!in_ || static_cast<std::uint64_t>(in_.gcount()) != bytes)
-    fail("read of {} bytes at offset {} failed (file changed while reading?)", bytes, offset);
+  auto* out = static_cast<char*>(into);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(file_.fd, out + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      fail("read of {} bytes at offset {} failed ({})", bytes, offset,
+           n == 0 ? "the file is shorter than it was: changed while reading?" : std::strerror(errno));
+    done += std::uint64_t(n);
+  }
 }
 
 void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> tensors, const FileMetadata& metadata) {
@@ -254,6 +270,7 @@ void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> 
     if (bytes != t.data.size())
       fail(fmt::format("tensor '{}': shape {} needs {} bytes, data has {}", t.name, shape_text(t.shape), bytes,
                        t.data.size()));
+    if (header.contains(t.name)) fail(fmt::format("tensor '{}' given twice", t.name));
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
@@ -262,29 +279,11 @@ void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> 
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   const std::uint64_t header_length = header_text.size();
 
-  const fs::path temp = path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(fmt::format("cannot create temporary file {}", temp.string()));
-    out.write(reinterpret_cast<const char*>(&header_length), 8);
-    out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
-    for (const SafetensorsTensor& t : tensors)
-      out.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      fail(fmt::format("write to temporary file {} failed", temp.string()));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    fail(fmt::format("cannot rename {} into place: {}", temp.string(), ec.message()));
-  }
+  AtomicFile out(path);
+  out.write(std::as_bytes(std::span<const std::uint64_t>(&header_length, 1)));
+  out.write(header_text);
+  for (const SafetensorsTensor& t : tensors) out.write(t.data);
+  out.commit();
 }
 
 }  // namespace logprobs

@@ -2,8 +2,8 @@
 // {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then the raw
 // little-endian tensor bytes. Reading is strict where the format is (no duplicate keys, no
 // bytes but spaces after the header's JSON, no byte-order mark) and checks every size against
-// the file before anything is allocated; writing is atomic. Knows nothing of batches:
-// batch_file.hpp maps SPEC §7 onto it.
+// the file before anything is allocated; writing is atomic (atomic_file.hpp). Knows nothing
+// of batches: batch_file.hpp maps SPEC §7 onto it.
 #pragma once
 
 #include <fmt/format.h>
@@ -11,27 +11,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <map>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
-namespace logprobs {
+#include "file_error.hpp"
 
-// A file that is not a well-formed safetensors, batch or result file: a broken container, a
-// missing tensor, a wrong dtype or shape. Distinct from InvalidBatch, which says that well-formed
-// arrays break SPEC §4; the command treats both as invalid input (exit 2). The message starts
-// with the path.
-class FileError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace logprobs {
 
 using FileMetadata = std::map<std::string, std::string>;
 
@@ -52,7 +43,8 @@ std::string shape_text(const std::vector<std::uint64_t>& shape);
 
 // An open safetensors file whose header has been checked against the file's size: every entry's
 // byte range lies inside the data section, matches its dtype and shape and overlaps no other
-// non-empty one, so reading an entry allocates no more than the file holds.
+// non-empty one, so reading an entry allocates no more than the file holds. Only a regular file
+// is opened (a FIFO would block the open until someone writes to it).
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(const std::filesystem::path& path);
@@ -84,8 +76,17 @@ class SafetensorsReader {
   [[noreturn]] void fail_with(const std::string& message) const;
   void read_exact(std::uint64_t offset, void* into, std::uint64_t bytes);
 
+  // A member, so that it is closed also when the constructor throws (a malformed file).
+  struct Descriptor {
+    int fd = -1;
+    Descriptor() = default;
+    Descriptor(const Descriptor&) = delete;
+    Descriptor& operator=(const Descriptor&) = delete;
+    ~Descriptor();
+  };
+
   std::filesystem::path path_;
-  std::ifstream in_;
+  Descriptor file_;
   std::uint64_t data_start_ = 0;
   std::uint64_t data_size_ = 0;
   std::vector<TensorEntry> entries_;
@@ -107,8 +108,8 @@ SafetensorsTensor tensor_of(std::string name, std::string dtype, std::vector<std
   return {std::move(name), std::move(dtype), std::move(shape), std::as_bytes(values)};
 }
 
-// Writes the tensors in order, atomically: under a temporary name in the same folder, then
-// renamed, so a reader never sees half a file. Throws FileError.
+// Writes the tensors in order, atomically (AtomicFile: a reader never sees half a file, and a
+// failed or interrupted write leaves none), straight from the views. Throws FileError.
 void write_safetensors(const std::filesystem::path& path, std::span<const SafetensorsTensor> tensors,
                        const FileMetadata& metadata);
 
