@@ -147,7 +147,6 @@ class Campaign {
         file.shrink_steps = found->shrink_steps;
       }
     }
-    std::filesystem::create_directories(options_.counterexample_dir);
     // Shards may share one --out-dir: each names its files.
     const std::string shard = options_.shard.sharded()
                                   ? fmt::format("-shard{}of{}", options_.shard.index, options_.shard.count)
@@ -155,13 +154,24 @@ class Campaign {
     file.path =
         options_.counterexample_dir / fmt::format("counterexample-{}-k{}{}-{}.safetensors", file_safe(file.backend), k,
                                                   shard, report_.counterexamples.size());
-    write_batch_file(file.path, smallest, k, {{"origin", origin.text}, {"backend", file.backend}});
     file.replay_command =
         fmt::format("{} compare --input {} --k {}{} --backends {}{}", options_.program, file.path.string(), k,
                     origin.ranks ? " --ranks" : "", file.backend, tolerance_flags(options_.tolerance));
+    // A file that cannot be written (a full disk) costs the replay file, never the verdict: the
+    // failure is counted and reported all the same.
+    BatchData replayed;
+    try {
+      std::filesystem::create_directories(options_.counterexample_dir);
+      write_batch_file(file.path, smallest, k, {{"origin", origin.text}, {"backend", file.backend}});
+      // Replayed from the file, as the printed command will: the file drops any row stride > V.
+      replayed = read_batch_file(file.path).batch;
+    } catch (const std::exception& e) {  // FileError, or create_directories' filesystem_error
+      file.write_error = e.what();
+      file.replay_command.clear();
+      replayed = smallest;
+    }
 
-    // Replay from the file, as the printed command will: the file drops any row stride > V.
-    const BackendOutcome outcome = judged(backend, read_batch_file(file.path).batch, k, origin.ranks);
+    const BackendOutcome outcome = judged(backend, replayed, k, origin.ranks);
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
     if (!outcome.canonical_difference.empty()) file.first_violations.push_back(outcome.canonical_difference);
@@ -169,11 +179,12 @@ class Campaign {
       file.first_violations.push_back(outcome.verdict.violations[i].message());
 
     fmt::print(log_, "FAIL {} at K = {} on {}\n", file.backend, k, origin.text);
-    fmt::print(log_, "  shrunk in {} steps to B = {}, V = {}, {} output rows; written to {}\n", file.shrink_steps,
-               smallest.sampled_tokens.size(), smallest.vocab, smallest.view().output_rows(), file.path.string());
+    fmt::print(log_, "  shrunk in {} steps to B = {}, V = {}, {} output rows; {}\n", file.shrink_steps,
+               smallest.sampled_tokens.size(), smallest.vocab, smallest.view().output_rows(),
+               file.write_error.empty() ? "written to " + file.path.string() : "not written: " + file.write_error);
     for (const std::string& v : file.first_violations) fmt::print(log_, "  {}\n", v);
     if (!file.reproduces) fmt::print(log_, "  (the written file does not reproduce the failure)\n");
-    fmt::print(log_, "  replay: {}\n", file.replay_command);
+    if (!file.replay_command.empty()) fmt::print(log_, "  replay: {}\n", file.replay_command);
     report_.counterexamples.push_back(std::move(file));
   }
 

@@ -17,6 +17,7 @@
 #include "junit.hpp"
 #include "merge.hpp"
 #include "output_file.hpp"
+#include "output_paths.hpp"
 
 namespace logprobs::cli {
 namespace {
@@ -170,6 +171,8 @@ std::optional<std::uint32_t> KArgs::chosen() const {
 
 int campaign_command(const CampaignArgs& args) {
   if (!args.ks.empty() && !args.levels.empty()) throw UsageError("give --k or --levels, not both");
+  check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {});
+  check_output_folder({"--out-dir", args.out_dir});
   CampaignOptions options;
   if (!args.shard.empty())
     options.shard = parse_shard(args.shard, args.shard_count, process_environment());
@@ -217,6 +220,9 @@ int campaign_command(const CampaignArgs& args) {
 }
 
 int merge_command(const MergeArgs& args) {
+  std::vector<NamedPath> reports;
+  for (const std::string& path : args.files) reports.push_back({"a shard's report", path});
+  check_outputs({{"--json", args.json}, {"--junit", args.junit}}, reports);
   std::vector<CampaignRun> runs;
   for (const std::string& path : args.files) runs.push_back(read_campaign_file(path));
   const MergedCampaign merged = merge_campaigns(runs);
@@ -228,6 +234,7 @@ int merge_command(const MergeArgs& args) {
 }
 
 int run_command(const FileArgs& args) {
+  check_outputs({{"--output", args.output, "the result"}}, {{"--input", args.input}});
   const Backend& backend = available_backend(args.backend);
   const BatchFile file = read_batch_file(args.input);
   const std::uint32_t k = k_for(args, file);
@@ -239,6 +246,7 @@ int run_command(const FileArgs& args) {
 }
 
 int verify_command(const FileArgs& args) {
+  check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {{"--input", args.input}, {"--result", args.result}});
   const BatchFile file = read_batch_file(args.input);
   const ResultFile got = read_result_file(args.result);
   const std::uint32_t k = k_for(args, file, &got);
@@ -259,6 +267,7 @@ int verify_command(const FileArgs& args) {
 }
 
 int compare_command(const FileArgs& args) {
+  check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {{"--input", args.input}});
   const BatchFile file = read_batch_file(args.input);
   const std::uint32_t k = k_for(args, file);
   const std::vector<const Backend*> backends = backends_under_test(args.backends);

@@ -155,15 +155,17 @@ CounterexampleFile counterexample_from_json(const nlohmann::json& json) {
 }
 
 nlohmann::json to_json(const CounterexampleFile& file) {
-  return {{"backend", file.backend},
-          {"k", file.k},
-          {"ranks", file.ranks},
-          {"origin", file.origin},
-          {"file", file.path.string()},
-          {"replay", file.replay_command},
-          {"shrink_steps", file.shrink_steps},
-          {"violations", file.first_violations},
-          {"reproduces", file.reproduces}};
+  nlohmann::json json = {{"backend", file.backend},
+                         {"k", file.k},
+                         {"ranks", file.ranks},
+                         {"origin", file.origin},
+                         {"file", file.path.string()},
+                         {"replay", file.replay_command},
+                         {"shrink_steps", file.shrink_steps},
+                         {"violations", file.first_violations},
+                         {"reproduces", file.reproduces}};
+  if (!file.write_error.empty()) json["write_error"] = file.write_error;
+  return json;
 }
 
 std::string tolerance_flags(const Tolerance& tolerance) {

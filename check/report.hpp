@@ -49,6 +49,7 @@ struct CounterexampleFile {
   int shrink_steps = 0;
   std::vector<std::string> first_violations;  // of the written case
   bool reproduces = false;                    // the file, read back, still fails
+  std::string write_error;                    // why the file could not be written (then no replay)
 };
 
 // The table: backend, K, cases judged and skipped, rows, largest absolute and ULP error,

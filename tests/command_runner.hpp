@@ -54,6 +54,24 @@ inline CommandResult logprobs_check(const std::string& args, const std::string& 
   return StartedCommand(args, environment).wait();
 }
 
+// A shell command line of one's own (a prefix such as `timeout` or `setpriv`), run to its end.
+inline CommandResult run_shell(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  CommandResult result;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// The same, killed after `seconds` (exit 124), for a command that might hang.
+inline CommandResult logprobs_check_within(int seconds, const std::string& args) {
+  return run_shell("timeout " + std::to_string(seconds) + " '" + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1");
+}
+
 inline std::string path_of(const std::string& name) { return (temp_dir() / name).string(); }
 
 inline bool contains(const std::string& text, const std::string& fragment) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -129,6 +130,19 @@ TEST(LogprobsCheckCampaign, ABackendClaimingSpec8IsHeldToTheCanonicalBits) {
       << log.str();
   ASSERT_FALSE(report.counterexamples.empty());
   EXPECT_TRUE(report.counterexamples[0].reproduces) << "the written file fails the bit check again";
+}
+
+// A counterexample that cannot be written (here its folder would lie under a file; a full disk
+// alike) costs the file, never the verdict: the failure is counted and the campaign goes on.
+TEST(LogprobsCheckCampaign, ACounterexampleThatCannotBeWrittenKeepsTheVerdict) {
+  std::ofstream(temp_dir() / "a-file") << "not a folder";
+  std::ostringstream log;
+  CampaignReport report;
+  ASSERT_NO_THROW(report = run_planted(Tolerance{}, "a-file/counterexamples", log)) << log.str();
+  EXPECT_GT(total_failures(report.cells), 0u) << log.str();
+  ASSERT_EQ(report.counterexamples.size(), 1u) << log.str();
+  EXPECT_TRUE(contains(log.str(), "not written: ")) << log.str();
+  EXPECT_FALSE(contains(log.str(), "replay: ")) << "no file to replay: " << log.str();
 }
 
 }  // namespace
