@@ -5,12 +5,14 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "campaign_file.hpp"
 #include "harness/batch_file.hpp"
@@ -43,7 +45,11 @@ const Backend& available_backend(const std::string& name) {
 std::vector<const Backend*> backends_under_test(const std::vector<std::string>& names) {
   std::vector<const Backend*> chosen;
   if (!names.empty()) {
-    for (const std::string& name : names) chosen.push_back(&available_backend(name));
+    std::set<std::string> seen;
+    for (const std::string& name : names) {
+      if (!seen.insert(name).second) throw UsageError(fmt::format("--backends names '{}' twice", name));
+      chosen.push_back(&available_backend(name));
+    }
     return chosen;
   }
   for (const Backend* b : all_backends())
@@ -188,6 +194,9 @@ int campaign_command(const CampaignArgs& args) {
     options.ks.clear();
     for (int levels : args.levels) options.ks.push_back(top_k(levels));
   }
+  for (std::size_t i = 0; i < options.ks.size(); ++i)
+    if (std::find(options.ks.begin(), options.ks.begin() + i, options.ks[i]) != options.ks.begin() + i)
+      throw UsageError(fmt::format("{} lists K = {} twice", args.levels.empty() ? "--k" : "--levels", options.ks[i]));
   // A shard is bounded by its share of --cases; a time limit would make it machine-dependent.
   options.time_budget_s = args.time_s               ? *args.time_s
                           : options.shard.sharded() ? std::numeric_limits<double>::infinity()
@@ -268,9 +277,9 @@ int verify_command(const FileArgs& args) {
 
 int compare_command(const FileArgs& args) {
   check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {{"--input", args.input}});
+  const std::vector<const Backend*> backends = backends_under_test(args.backends);
   const BatchFile file = read_batch_file(args.input);
   const std::uint32_t k = k_for(args, file);
-  const std::vector<const Backend*> backends = backends_under_test(args.backends);
   const ResultData reference = run_backend(reference_backend(), file.batch, k);
   const std::optional<ResultData> canonical = canonical_result(backends, file.batch, k, args.ranks);
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -26,6 +29,32 @@ const CLI::Validator kFiniteNonNegative(
     },
     "FINITE >= 0");
 
+// The leading decimal digits of `text` as a 64-bit number: none when there are none or they
+// do not fit.
+std::optional<std::uint64_t> leading_decimal(std::string_view text, std::size_t& digits) {
+  digits = std::min(text.find_first_not_of("0123456789"), text.size());
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  if (digits == 0 || ec != std::errc()) return std::nullopt;
+  return value;
+}
+
+// CLI11 2.1.2 reads unsigned options with strtoull, base 0, unchecked: "-1" becomes 2^64 - 1, a
+// number past 2^64 - 1 becomes 2^64 - 1, "010" is octal 8 and "0x10" is 16. Every whole-number
+// option goes through this first, as a transform (CLI11 runs transforms before checks and hands
+// checks a copy): decimal digits only, within 64 bits, rewritten without leading zeros; a range
+// or the option's type then bounds it further.
+const CLI::Validator kPlainDecimal(
+    [](std::string& text) {
+      std::size_t digits = 0;
+      const std::optional<std::uint64_t> value = leading_decimal(text, digits);
+      if (!value || digits != text.size())
+        return "must be a whole number in decimal digits, 0.." + std::to_string(UINT64_MAX) + ", got " + text;
+      text = std::to_string(*value);  // what CLI11 reads next: "010" would be octal
+      return std::string();
+    },
+    "UINT");
+
 void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI::Option*>* record = nullptr) {
   std::vector<CLI::Option*> added = {
       app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")
@@ -46,8 +75,10 @@ void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI:
 // --k K or --levels L (K = 2^L - 1) for a command on one batch file.
 void add_k_options(CLI::App& app, KArgs& args, const char* fallback) {
   CLI::Option* k = app.add_option("--k", args.k, std::string("top-K width 0..65535 (default: ") + fallback + ")")
+                       ->transform(kPlainDecimal)
                        ->check(CLI::Range(std::uint32_t{0}, kMaxK));
   app.add_option("--levels", args.levels, "MAX's levels L instead: K = 2^L - 1")
+      ->transform(kPlainDecimal)
       ->check(CLI::Range(0, kMaxLevels))
       ->excludes(k);
 }
@@ -58,16 +89,20 @@ void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Op
   given.push_back(app.add_option("--time", args.time_s,
                                  "seconds of random cases after the hand cases (default 60; a shard: no limit)")
                       ->check(kFiniteNonNegative));
-  given.push_back(app.add_option("--cases", args.cases, "random cases at most (0: as many as the time allows)"));
-  given.push_back(app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)"));
+  given.push_back(app.add_option("--cases", args.cases, "random cases at most (0: as many as the time allows)")
+                      ->transform(kPlainDecimal));
+  given.push_back(app.add_option("--seed", args.seed, "seed of the random cases (default: a fresh one, printed)")
+                      ->transform(kPlainDecimal));
   CLI::Option* k =
       app.add_option("--k", args.ks, "K to cover, comma-separated (default: 0,1,3,5,7,20,31,255,4095,65535)")
           ->delimiter(',')
+          ->transform(kPlainDecimal)
           ->check(CLI::Range(std::uint32_t{0}, kMaxK));
   given.push_back(k);
   given.push_back(
       app.add_option("--levels", args.levels, "MAX's levels to cover instead (K = 2^L - 1), comma-separated")
           ->delimiter(',')
+          ->transform(kPlainDecimal)
           ->check(CLI::Range(0, kMaxLevels))
           ->excludes(k));
   given.push_back(
@@ -79,7 +114,8 @@ void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Op
                                  "SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX, CI_NODE_INDEX or LOGPROBS_SHARD_INDEX"));
   given.push_back(app.add_option("--shard-count", args.shard_count,
                                  "with --shard auto: the number of shards, where the engine does not say "
-                                 "(a Kubernetes Indexed Job's completions)"));
+                                 "(a Kubernetes Indexed Job's completions)")
+                      ->transform(kPlainDecimal));
   given.push_back(
       app.add_option("--out-dir", args.out_dir, "folder for counterexample batch files")->capture_default_str());
   add_tolerance_options(app, args.tolerance, &given);
@@ -121,6 +157,7 @@ int run_main(int argc, char** argv) {
   verify->add_option("--json", verify_args.json, "also write the verdict as JSON to this file");
   verify->add_option("--junit", verify_args.junit, "also write the verdict as JUnit XML to this file");
   verify->add_option("--max-violations", verify_args.max_violations, "violations listed at most")
+      ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*verify, verify_args.tolerance);
 
@@ -134,6 +171,7 @@ int run_main(int argc, char** argv) {
   compare->add_option("--json", compare_args.json, "also write the results as JSON to this file");
   compare->add_option("--junit", compare_args.junit, "also write the results as JUnit XML to this file");
   compare->add_option("--max-violations", compare_args.max_violations, "violations listed per backend at most")
+      ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*compare, compare_args.tolerance);
 
