@@ -131,6 +131,17 @@ int report_campaign(const std::vector<CellSummary>& cells, const std::vector<Cou
   return failures == 0 ? kAgree : kDisagree;
 }
 
+// Counts `count` results of the batch's output shape at K (lp_logits and lp_tokens [N, W], and
+// lp_ranks [N] with ranks) against the budget before any is allocated.
+void charge_results(MemoryBudget& budget, const FileArgs& args, const BatchFile& file, std::uint32_t k, int count,
+                    bool ranks) {
+  const OutputShape shape = validate_batch(file.batch.view(), k);
+  const std::uint64_t bytes = shape.rows * shape.width * 8 + (ranks ? shape.rows * 4 : 0);  // < 2^52
+  budget.charge(bytes * count, fmt::format("{}: holding {} of {} rows x {} slots at K = {}{}", args.input,
+                                           count == 1 ? "the result" : fmt::format("{} results", count), shape.rows,
+                                           shape.width, k, ranks ? " with ranks" : ""));
+}
+
 void print_violations(const std::string& label, const BackendOutcome& outcome, std::size_t max_violations) {
   if (!outcome.skipped.empty())
     fmt::print("{}skipped: the batch needs {}, which it does not implement (SPEC §4)\n", label, outcome.skipped);
@@ -245,8 +256,10 @@ int merge_command(const MergeArgs& args) {
 int run_command(const FileArgs& args) {
   check_outputs({{"--output", args.output, "the result"}}, {{"--input", args.input}});
   const Backend& backend = available_backend(args.backend);
-  const BatchFile file = read_batch_file(args.input);
+  MemoryBudget budget(args.memory_budget);
+  const BatchFile file = read_batch_file(args.input, &budget);
   const std::uint32_t k = k_for(args, file);
+  charge_results(budget, args, file, k, 1, args.ranks);
   const ResultData result = run_backend(backend, file.batch, k, args.ranks);
   write_result_file(args.output, result, {{"k", std::to_string(k)}, {"backend", args.backend}});
   fmt::print("{}: {} rows x {} slots{} from backend {} at K = {}\n", args.output, result.rows, result.width,
@@ -256,11 +269,18 @@ int run_command(const FileArgs& args) {
 
 int verify_command(const FileArgs& args) {
   check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {{"--input", args.input}, {"--result", args.result}});
-  const BatchFile file = read_batch_file(args.input);
-  const ResultFile got = read_result_file(args.result);
+  MemoryBudget budget(args.memory_budget);
+  const BatchFile file = read_batch_file(args.input, &budget);
+  const ResultFile got = read_result_file(args.result, &budget);
   const std::uint32_t k = k_for(args, file, &got);
+  charge_results(budget, args, file, k, 1, false);  // the reference's
   BackendOutcome outcome;
-  outcome.verdict = judge_against_reference(file.batch, k, got.as_packed(file.batch.view()), args.tolerance);
+  if (got.layout == ResultLayout::packed) {
+    outcome.verdict = judge_against_reference(file.batch, k, got.packed, args.tolerance);
+  } else {  // packed in a copy, as large as the file's tensors
+    budget.charge((got.split.rows * (got.split.k + 1)) * 8, fmt::format("{}: its packed copy", args.result));
+    outcome.verdict = judge_against_reference(file.batch, k, got.as_packed(file.batch.view()), args.tolerance);
+  }
   print_violations("", outcome, args.max_violations);
   // The row names what produced the result: `run` records its backend in the metadata.
   const auto producer = got.metadata.find("backend");
@@ -278,8 +298,10 @@ int verify_command(const FileArgs& args) {
 int compare_command(const FileArgs& args) {
   check_outputs({{"--json", args.json}, {"--junit", args.junit}}, {{"--input", args.input}});
   const std::vector<const Backend*> backends = backends_under_test(args.backends);
-  const BatchFile file = read_batch_file(args.input);
+  MemoryBudget budget(args.memory_budget);
+  const BatchFile file = read_batch_file(args.input, &budget);
   const std::uint32_t k = k_for(args, file);
+  charge_results(budget, args, file, k, 2, args.ranks);  // the reference's and one backend's at a time
   const ResultData reference = run_backend(reference_backend(), file.batch, k);
   const std::optional<ResultData> canonical = canonical_result(backends, file.batch, k, args.ranks);
 

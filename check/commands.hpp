@@ -65,6 +65,7 @@ struct FileArgs {
   std::size_t max_violations = 20;
   Tolerance tolerance;
   std::string program = "logprobs-check";  // how replay lines name this tool
+  std::uint64_t memory_budget = 0;         // bytes the files may make the command allocate
 };
 
 int campaign_command(const CampaignArgs& args);

@@ -55,6 +55,21 @@ const CLI::Validator kPlainDecimal(
     },
     "UINT");
 
+// A byte count: decimal digits, then optionally a unit of CLI11's AsSizeValue (k = 1000,
+// ki = 1024, ..., case-insensitive: 4G, 512MiB), checked like kPlainDecimal before the unit is
+// applied (AsSizeValue itself reads "-1" as 2^64 - 1).
+const CLI::Validator kByteSize(
+    [](std::string& text) {
+      std::size_t digits = 0;
+      const std::optional<std::uint64_t> value = leading_decimal(text, digits);
+      const std::string unit = text.substr(digits);
+      if (!value || !std::all_of(unit.begin(), unit.end(), [](unsigned char c) { return std::isalpha(c); }))
+        return "must be a byte count (digits, then optionally a unit: 4G, 512MiB), got " + text;
+      text = std::to_string(*value) + unit;
+      return CLI::AsSizeValue(true)(text);
+    },
+    "BYTES");
+
 void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI::Option*>* record = nullptr) {
   std::vector<CLI::Option*> added = {
       app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")
@@ -81,6 +96,15 @@ void add_k_options(CLI::App& app, KArgs& args, const char* fallback) {
       ->transform(kPlainDecimal)
       ->check(CLI::Range(0, kMaxLevels))
       ->excludes(k);
+}
+
+// Every command that reads files: the memory they may imply.
+void add_memory_budget_option(CLI::App& app, FileArgs& args) {
+  app.add_option("--memory-budget", args.memory_budget,
+                 "bytes the input files may make this command allocate (tensors read, results computed), checked "
+                 "before allocating (default: half of this machine's memory)")
+      ->transform(kByteSize)
+      ->capture_default_str();
 }
 
 // The campaign's options, on the top level (`logprobs-check --time 5`) or on `campaign`.
@@ -137,15 +161,16 @@ int run_main(int argc, char** argv) {
       "campaign", "every available backend against the reference: the hand cases, then random batches");
   add_campaign_options(*campaign, campaign_args, ignored);
 
-  FileArgs run_args;
+  FileArgs run_args, verify_args, compare_args;
+  run_args.memory_budget = verify_args.memory_budget = compare_args.memory_budget = default_memory_budget();
   CLI::App* run = app.add_subcommand("run", "run one backend on a batch file and write its result file");
   run->add_option("--backend", run_args.backend, "backend name")->required();
   add_k_options(*run, run_args.k, "the batch file's metadata");
   run->add_option("--input", run_args.input, "batch file (safetensors)")->required();
   run->add_option("--output", run_args.output, "result file to write (safetensors)")->required();
   run->add_flag("--ranks", run_args.ranks, "also compute the evaluated token's rank (lp_ranks)");
+  add_memory_budget_option(*run, run_args);
 
-  FileArgs verify_args;
   CLI::App* verify = app.add_subcommand("verify", "judge a result file from any implementation against the contract");
   verify->add_option("--input", verify_args.input, "batch file (safetensors)")->required();
   verify
@@ -160,8 +185,8 @@ int run_main(int argc, char** argv) {
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*verify, verify_args.tolerance);
+  add_memory_budget_option(*verify, verify_args);
 
-  FileArgs compare_args;
   CLI::App* compare = app.add_subcommand("compare", "the chosen backends against the reference on one batch file");
   compare->add_option("--input", compare_args.input, "batch file (safetensors)")->required();
   add_k_options(*compare, compare_args.k, "the batch file's metadata");
@@ -174,6 +199,7 @@ int run_main(int argc, char** argv) {
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*compare, compare_args.tolerance);
+  add_memory_budget_option(*compare, compare_args);
 
   MergeArgs merge_args;
   CLI::App* merge = app.add_subcommand(
@@ -230,6 +256,9 @@ int run_main(int argc, char** argv) {
     return kBadInput;
   } catch (const OutputFileError& e) {
     fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    return kBadInput;
+  } catch (const MemoryBudgetExceeded& e) {
+    fmt::print(stderr, "logprobs-check: {} (--memory-budget BYTES sets the budget)\n", e.what());
     return kBadInput;
   } catch (const std::exception& e) {
     // Neither a verdict nor the user's fault (a generator bug, a full disk): still not a pass.

@@ -102,8 +102,8 @@ ResultData ResultFile::as_packed(const RaggedBatch& batch) const {
   return layout == ResultLayout::packed ? packed : packed_from_split(batch, split);
 }
 
-BatchFile read_batch_file(const std::filesystem::path& path) {
-  SafetensorsReader reader(path);
+BatchFile read_batch_file(const std::filesystem::path& path, MemoryBudget* budget) {
+  SafetensorsReader reader(path, budget);
   BatchFile file;
   file.metadata = reader.metadata();
   file.k = parse_k(reader);
@@ -129,8 +129,8 @@ BatchFile read_batch_file(const std::filesystem::path& path) {
   return file;
 }
 
-ResultFile read_result_file(const std::filesystem::path& path) {
-  SafetensorsReader reader(path);
+ResultFile read_result_file(const std::filesystem::path& path, MemoryBudget* budget) {
+  SafetensorsReader reader(path, budget);
   const bool packed = reader.find("lp_logits") != nullptr || reader.find("lp_tokens") != nullptr;
   const bool split = reader.find("top_tokens") != nullptr || reader.find("top_logprobs") != nullptr ||
                      reader.find("sampled_logprobs") != nullptr;

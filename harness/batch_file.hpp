@@ -31,12 +31,14 @@ struct ResultFile {
 };
 
 // Reads a batch file: logits F32, BF16 or F16 [rows, V], kept in that dtype; tokens, offsets U32;
-// temperatures F32 [B] when present. Sizes are checked against the file's size before anything
-// is allocated. Throws FileError. Does not check SPEC §4 (validate_batch does).
-BatchFile read_batch_file(const std::filesystem::path& path);
+// temperatures F32 [B] when present. Sizes are checked against the file's size, and each tensor
+// against `budget` when given one, before anything is allocated. Throws FileError (and
+// MemoryBudgetExceeded). Does not check SPEC §4 (validate_batch does).
+BatchFile read_batch_file(const std::filesystem::path& path, MemoryBudget* budget = nullptr);
 
-// Reads a result file in either layout, told apart by its tensor names. Throws FileError.
-ResultFile read_result_file(const std::filesystem::path& path);
+// Reads a result file in either layout, told apart by its tensor names. Throws FileError (and
+// MemoryBudgetExceeded).
+ResultFile read_result_file(const std::filesystem::path& path, MemoryBudget* budget = nullptr);
 
 // Writers, atomic (see write_safetensors). logits are written in the batch's dtype as [rows, V]
 // (a row stride > V is dropped), temperatures when the batch has them. `k`, when given, goes

@@ -2,8 +2,8 @@
 // {name: {dtype, shape, data_offsets}, "__metadata__": {string: string}}, then the raw
 // little-endian tensor bytes. Reading is strict where the format is (no duplicate keys, no
 // bytes but spaces after the header's JSON, no byte-order mark) and checks every size against
-// the file before anything is allocated; writing is atomic (atomic_file.hpp). Knows nothing
-// of batches: batch_file.hpp maps SPEC §7 onto it.
+// the file, and against a memory budget when given one, before anything is allocated; writing is
+// atomic (atomic_file.hpp). Knows nothing of batches: batch_file.hpp maps SPEC §7 onto it.
 #pragma once
 
 #include <fmt/format.h>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "file_error.hpp"
+#include "memory_budget.hpp"
 
 namespace logprobs {
 
@@ -43,11 +44,12 @@ std::string shape_text(const std::vector<std::uint64_t>& shape);
 
 // An open safetensors file whose header has been checked against the file's size: every entry's
 // byte range lies inside the data section, matches its dtype and shape and overlaps no other
-// non-empty one, so reading an entry allocates no more than the file holds. Only a regular file
-// is opened (a FIFO would block the open until someone writes to it).
+// non-empty one, so reading an entry allocates no more than the file holds. With a budget, the
+// header and each entry read are counted against it first (MemoryBudgetExceeded). Only a regular
+// file is opened (a FIFO would block the open until someone writes to it).
 class SafetensorsReader {
  public:
-  explicit SafetensorsReader(const std::filesystem::path& path);
+  explicit SafetensorsReader(const std::filesystem::path& path, MemoryBudget* budget = nullptr);
 
   const FileMetadata& metadata() const { return metadata_; }
   const TensorEntry* find(std::string_view name) const;
@@ -61,6 +63,7 @@ class SafetensorsReader {
   std::vector<T> read_as(const TensorEntry& e) {
     static_assert(std::is_trivially_copyable_v<T>);
     const std::uint64_t bytes = e.end - e.begin;  // == product(shape) * dtype size, checked in the header
+    charge(bytes, e);
     std::vector<T> values(bytes / sizeof(T));
     read_exact(data_start_ + e.begin, values.data(), bytes);
     return values;
@@ -74,6 +77,7 @@ class SafetensorsReader {
 
  private:
   [[noreturn]] void fail_with(const std::string& message) const;
+  void charge(std::uint64_t bytes, const TensorEntry& e);
   void read_exact(std::uint64_t offset, void* into, std::uint64_t bytes);
 
   // A member, so that it is closed also when the constructor throws (a malformed file).
@@ -86,6 +90,7 @@ class SafetensorsReader {
   };
 
   std::filesystem::path path_;
+  MemoryBudget* budget_;
   Descriptor file_;
   std::uint64_t data_start_ = 0;
   std::uint64_t data_size_ = 0;

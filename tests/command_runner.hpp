@@ -2,8 +2,11 @@
 // command: its exit status and what it printed.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -70,6 +73,40 @@ inline CommandResult run_shell(const std::string& command) {
 // The same, killed after `seconds` (exit 124), for a command that might hang.
 inline CommandResult logprobs_check_within(int seconds, const std::string& args) {
   return run_shell("timeout " + std::to_string(seconds) + " '" + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1");
+}
+
+struct MeasuredResult : CommandResult {
+  double seconds = 0;
+  long max_rss_kb = 0;  // the command's peak resident memory
+};
+
+// `logprobs-check ARGS` with its time and peak memory (the shell execs it, so wait4 measures it).
+inline MeasuredResult logprobs_check_measured(const std::string& args) {
+  const std::string command = std::string("exec '") + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1";
+  MeasuredResult result;
+  int fds[2];
+  if (::pipe(fds) != 0) return result;
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, std::size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.max_rss_kb = usage.ru_maxrss;
+  return result;
 }
 
 inline std::string path_of(const std::string& name) { return (temp_dir() / name).string(); }

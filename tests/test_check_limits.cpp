@@ -1,18 +1,35 @@
-// logprobs-check's limits on what the user may ask of it: whole-number options as the user
-// wrote them (CLI11 alone reads "-1" as 2^64 - 1), lists without duplicates.
+// logprobs-check's limits on what the user and the files may ask of it: whole-number options
+// as the user wrote them (CLI11 alone reads "-1" as 2^64 - 1), and a memory budget that refuses
+// a small file implying a huge allocation before it is made, quickly and in little memory.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 
 #include "command_runner.hpp"
+#include "harness/batch_file.hpp"
 
 namespace logprobs {
 namespace {
 
+namespace fs = std::filesystem;
+
 using testing_support::CommandResult;
 using testing_support::contains;
 using testing_support::logprobs_check;
+using testing_support::logprobs_check_measured;
+using testing_support::MeasuredResult;
+using testing_support::path_of;
+
+// The sanitizers' shadow memory and quarantine come on top of what the command allocates.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kSanitizerRssKb = 400 * 1024;
+#else
+constexpr long kSanitizerRssKb = 0;
+#endif
 
 TEST(CheckOptions, WholeNumbersAreDecimalAndInRange) {
   const std::string campaign = "campaign --time 0 --backends max ";
@@ -23,6 +40,8 @@ TEST(CheckOptions, WholeNumbersAreDecimalAndInRange) {
       {campaign + "--levels 0 --seed 18446744073709551616", "--seed: must be a whole number in decimal digits"},
       {campaign + "--k -1", "--k: must be a whole number in decimal digits"},
       {"compare --input x --max-violations -1", "--max-violations: must be a whole number in decimal digits"},
+      {"compare --input x --memory-budget -1", "--memory-budget: must be a byte count"},
+      {"compare --input x --memory-budget 1e9", "--memory-budget: must be a byte count"},
   };
   for (const auto& [args, fragment] : refused) {
     const CommandResult result = logprobs_check(args);
@@ -49,6 +68,103 @@ TEST(CheckOptions, AListNamingOneThingTwiceIsRefused) {
     EXPECT_EQ(result.exit_code, 2) << args << "\n" << result.output;
     EXPECT_TRUE(contains(result.output, fragment)) << args << "\n" << result.output;
   }
+}
+
+// One batch item of `rows` output rows over V = 1, K = 65535 in the metadata: 6 to 8 bytes of
+// file per row, each asking for a result row of 512 KiB.
+std::string wide_result_batch(const std::string& name, std::uint64_t rows, LogitsDtype dtype) {
+  BatchData b;
+  b.vocab = b.row_stride = 1;
+  b.rows = rows;
+  b.dtype = dtype;
+  if (dtype == LogitsDtype::f32)
+    b.logits.assign(rows, 0.0f);
+  else
+    b.logits16.assign(rows, 0);
+  b.tokens.assign(rows - 1, 0);
+  b.sampled_tokens = {0};
+  b.logit_row_offsets = {0, std::uint32_t(rows)};
+  b.token_row_offsets = {0, std::uint32_t(rows - 1)};
+  b.lp_output_offsets = {0, std::uint32_t(rows)};
+  const std::string path = path_of(name);
+  write_batch_file(path, b, kMaxK);
+  return path;
+}
+
+void expect_refused_quickly(const MeasuredResult& result, const std::string& fragment, double seconds, long rss_mb) {
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, fragment)) << result.output;
+  EXPECT_TRUE(contains(result.output, "exceeds the memory budget")) << result.output;
+  EXPECT_TRUE(contains(result.output, "--memory-budget")) << result.output;
+  EXPECT_LT(result.seconds, seconds) << result.output;
+  EXPECT_LT(result.max_rss_kb, rss_mb * 1024 + kSanitizerRssKb) << result.output;
+}
+
+// The issue's case: 33 KB asking for a 2 GiB result (4096 rows x 65536 slots x 8 bytes).
+TEST(CheckMemoryBudget, ASmallBatchAskingForAHugeResultIsRefusedBeforeAllocating) {
+  const std::string batch = wide_result_batch("wide_33k.safetensors", 4096, LogitsDtype::f32);
+  ASSERT_LT(fs::file_size(batch), 34'000u);
+  const std::string output = path_of("wide_33k_result.safetensors");
+  write_result_file(path_of("tiny_result.safetensors"), ResultData(1, 2));
+  // compare holds the reference's result and a backend's.
+  const std::pair<std::string, std::string> commands[] = {
+      {"run --backend reference --output " + output,
+       "the result of 4096 rows x 65536 slots at K = 65535 needs 2147483648 bytes"},
+      {"compare", "2 results of 4096 rows x 65536 slots at K = 65535 needs 4294967296 bytes"},
+      {"verify --result " + path_of("tiny_result.safetensors"),
+       "the result of 4096 rows x 65536 slots at K = 65535 needs 2147483648 bytes"},
+  };
+  for (const auto& [command, fragment] : commands)
+    expect_refused_quickly(logprobs_check_measured(command + " --memory-budget 1GiB --input " + batch), fragment, 1.0,
+                           100);
+  EXPECT_FALSE(fs::exists(output));
+}
+
+// Without the option the budget is half the machine's memory: 2^21 rows asking for 1 TiB is
+// beyond any machine that runs this.
+TEST(CheckMemoryBudget, TheDefaultBudgetRefusesAResultBeyondTheMachine) {
+  const std::string batch = wide_result_batch("wide_1tib.safetensors", std::uint64_t{1} << 21, LogitsDtype::bf16);
+  const MeasuredResult result = logprobs_check_measured("run --backend reference --input " + batch + " --output " +
+                                                        path_of("unused.safetensors"));
+  expect_refused_quickly(result, "needs 1099511627776 bytes (1.0 TiB)", 2.0, 100);
+}
+
+TEST(CheckMemoryBudget, EveryTensorReadIsCounted) {
+  const std::string batch = wide_result_batch("tensor_over_budget.safetensors", 300'000, LogitsDtype::f32);
+  const MeasuredResult result = logprobs_check_measured("compare --memory-budget 1000000 --input " + batch);
+  expect_refused_quickly(result, "tensor 'logits' (F32 [300000, 1]) needs 1200000 bytes", 2.0, 100);
+}
+
+void write_header_file(const std::string& path, const std::string& header) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::uint64_t length = header.size();
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out.write(header.data(), std::streamsize(header.size()));
+}
+
+// A header of 98 MB, under the 100 MB limit, of nested brackets: a tree of gigabytes for a
+// reader without a depth limit.
+TEST(CheckMemoryBudget, AHeaderOfNestedBracketsIsRefusedQuickly) {
+  const std::size_t depth = 49'000'000;
+  const std::string path = path_of("nested_98mb.safetensors");
+  write_header_file(path, R"({"logits":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
+  const MeasuredResult result = logprobs_check_measured("compare --k 1 --input " + path);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "header nests deeper than 128 levels")) << result.output;
+  EXPECT_LT(result.seconds, 2.0);
+  EXPECT_LT(result.max_rss_kb, 300 * 1024 + kSanitizerRssKb) << "the header itself is 98 MB";
+  fs::remove(path);
+}
+
+// Flat, the same bytes build a smaller tree but still many times the header: counted too.
+TEST(CheckMemoryBudget, AHeaderWhoseJsonTreeExceedsTheBudgetIsRefused) {
+  const std::string path = path_of("flat_20mb.safetensors");
+  std::string values;
+  for (int i = 0; i < 10'000'000; ++i) values += "0,";
+  write_header_file(path, R"({"logits":{"x":[)" + values + "0]}}");
+  const MeasuredResult result = logprobs_check_measured("compare --k 1 --memory-budget 100MB --input " + path);
+  expect_refused_quickly(result, "the header's", 2.0, 200);
+  fs::remove(path);
 }
 
 }  // namespace
