@@ -5,9 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <system_error>
 
 #include "campaign_file.hpp"
 #include "commands.hpp"
@@ -260,6 +264,9 @@ int run_main(int argc, char** argv) {
   } catch (const MemoryBudgetExceeded& e) {
     fmt::print(stderr, "logprobs-check: {} (--memory-budget BYTES sets the budget)\n", e.what());
     return kBadInput;
+  } catch (const std::system_error& e) {  // the machine refused (a full disk, a closed stdout): no verdict
+    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    return kBadInput;
   } catch (const std::exception& e) {
     // Neither a verdict nor the user's fault (a generator bug, a full disk): still not a pass.
     fmt::print(stderr, "logprobs-check: internal error: {}\n", e.what());
@@ -271,4 +278,14 @@ int run_main(int argc, char** argv) {
 }  // namespace
 }  // namespace logprobs::cli
 
-int main(int argc, char** argv) { return logprobs::cli::run_main(argc, argv); }
+// A verdict printed to nowhere is no verdict: output that could not be written (a full disk,
+// /dev/full, a closed pipe) makes the exit status 2, whatever the command found.
+int main(int argc, char** argv) {
+  int status = logprobs::cli::run_main(argc, argv);
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    fmt::print(stderr, "logprobs-check: cannot write the standard output: {}\n", std::strerror(errno));
+    status = logprobs::cli::kBadInput;
+  }
+  return status;
+}

@@ -20,7 +20,7 @@ namespace logprobs::testing_support {
 
 struct CommandResult {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout and stderr together (stderr alone when stdout went elsewhere)
 };
 
 // `logprobs-check ARGS` started and not yet waited for, so that several run side by side (as the
@@ -73,6 +73,11 @@ inline CommandResult run_shell(const std::string& command) {
 // The same, killed after `seconds` (exit 124), for a command that might hang.
 inline CommandResult logprobs_check_within(int seconds, const std::string& args) {
   return run_shell("timeout " + std::to_string(seconds) + " '" + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1");
+}
+
+// The same with its standard output sent to `stdout_path` (/dev/full, say): `output` is stderr.
+inline CommandResult logprobs_check_with_stdout(const std::string& args, const std::string& stdout_path) {
+  return run_shell(std::string("'") + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1 >'" + stdout_path + "'");
 }
 
 struct MeasuredResult : CommandResult {

@@ -1,5 +1,6 @@
 // logprobs-check and the paths it writes: an input is never overwritten (by name, link or hard
-// link), a FIFO never hangs it, and an output it could not write is found before any work.
+// link), a FIFO never hangs it, an output it could not write is found before any work, and a
+// standard output it could not write makes the run fail.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@ namespace fs = std::filesystem;
 using testing_support::CommandResult;
 using testing_support::contains;
 using testing_support::logprobs_check;
+using testing_support::logprobs_check_with_stdout;
 using testing_support::logprobs_check_within;
 using testing_support::temp_dir;
 
@@ -142,6 +144,18 @@ TEST_F(CheckPaths, AnUnwritableOutputFolderIsFoundBeforeAnyWork) {
                                              " --json " + path("locked") + "/x.json"),
                  "folder " + path("locked") + " is not writable", {"locked"});
   fs::permissions(path("locked"), fs::perms::owner_all);
+}
+
+TEST_F(CheckPaths, AStandardOutputThatCannotBeWrittenFailsTheRun) {
+  const std::string batch = path("batch.safetensors");
+  for (const std::string& args :
+       {"compare --backends max --input " + batch,
+        "verify --input " + batch + " --result " + path("result.safetensors"), std::string("backends")}) {
+    const CommandResult full = logprobs_check_with_stdout(args, "/dev/full");
+    EXPECT_EQ(full.exit_code, 2) << args << "\n" << full.output;
+    EXPECT_TRUE(contains(full.output, "cannot write the standard output: No space left on device")) << args << "\n"
+                                                                                                    << full.output;
+  }
 }
 
 }  // namespace
