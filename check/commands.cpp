@@ -301,7 +301,12 @@ int compare_command(const FileArgs& args) {
   MemoryBudget budget(args.memory_budget);
   const BatchFile file = read_batch_file(args.input, &budget);
   const std::uint32_t k = k_for(args, file);
-  charge_results(budget, args, file, k, 2, args.ranks);  // the reference's and one backend's at a time
+  // The reference's result and one backend's at a time, and the canonical backend's when a
+  // backend is held to its bits (as canonical_result decides).
+  const bool holds_canonical = std::any_of(backends.begin(), backends.end(), [](const Backend* b) {
+    return b->claims_canonical_arithmetic() && b->name() != kCanonicalName;
+  });
+  charge_results(budget, args, file, k, holds_canonical ? 3 : 2, args.ranks);
   const ResultData reference = run_backend(reference_backend(), file.batch, k);
   const std::optional<ResultData> canonical = canonical_result(backends, file.batch, k, args.ranks);
 
