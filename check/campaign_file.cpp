@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
+
+#include "harness/bounded_json.hpp"
+#include "harness/readable_file.hpp"
 
 namespace logprobs {
 namespace {
@@ -48,16 +49,17 @@ nlohmann::json campaign_json(const CampaignOptions& options, const CampaignRepor
   return json;
 }
 
-CampaignRun read_campaign_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CampaignFileError(fmt::format("{}: cannot read", path));
-  std::stringstream text;
-  text << in.rdbuf();
+CampaignRun read_campaign_file(const std::string& path, MemoryBudget* budget) {
+  // A regular file only (a FIFO hung std::ifstream), its JSON bounded: a report of nested
+  // brackets took 3.8 GB.
+  const std::string text = read_whole_file(path, budget);
   CampaignRun run;
   run.path = path;
   try {
-    run.json = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+    run.json = parse_bounded_json(text, budget, path, [&](const std::string& reason) {
+      throw CampaignFileError(fmt::format("{} is not a campaign report: its JSON {}", path, reason));
+    });
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number beyond double
     throw CampaignFileError(fmt::format("{} is not a campaign report: not JSON ({})", path, e.what()));
   }
   if (!run.json.is_object() || run.json.value("tool", "") != "logprobs-check")

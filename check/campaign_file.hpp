@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "campaign.hpp"
+#include "harness/memory_budget.hpp"
 
 namespace logprobs {
 
@@ -38,6 +39,9 @@ struct CampaignRun {
   double elapsed_s = 0;
 };
 
-CampaignRun read_campaign_file(const std::string& path);
+// A shard's report (campaign --json): a regular file, its size and its JSON tree counted against
+// `budget` when given (merge holds every report at once). Throws CampaignFileError, FileError,
+// MemoryBudgetExceeded.
+CampaignRun read_campaign_file(const std::string& path, MemoryBudget* budget = nullptr);
 
 }  // namespace logprobs

@@ -244,7 +244,8 @@ int merge_command(const MergeArgs& args) {
   for (const std::string& path : args.files) reports.push_back({"a shard's report", path});
   check_outputs({{"--json", args.json}, {"--junit", args.junit}}, reports);
   std::vector<CampaignRun> runs;
-  for (const std::string& path : args.files) runs.push_back(read_campaign_file(path));
+  MemoryBudget budget(args.memory_budget);
+  for (const std::string& path : args.files) runs.push_back(read_campaign_file(path, &budget));
   const MergedCampaign merged = merge_campaigns(runs);
   fmt::print("logprobs-check merge: {} shards of seed {}, K {}: {} hand cases and {} random cases\n", merged.shards,
              merged.json["seed"].dump(), merged.json["k"].dump(), merged.hand_cases, merged.random_cases);

@@ -50,6 +50,7 @@ struct MergeArgs {
   std::vector<std::string> files;  // campaign reports (--json) of the shards
   std::string json;
   std::string junit;
+  std::uint64_t memory_budget = 0;  // bytes the reports may make merge allocate
 };
 
 struct FileArgs {

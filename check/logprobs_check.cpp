@@ -103,8 +103,9 @@ void add_k_options(CLI::App& app, KArgs& args, const char* fallback) {
 }
 
 // Every command that reads files: the memory they may imply.
-void add_memory_budget_option(CLI::App& app, FileArgs& args) {
-  app.add_option("--memory-budget", args.memory_budget,
+void add_memory_budget_option(CLI::App& app, std::uint64_t& budget) {
+  budget = default_memory_budget();
+  app.add_option("--memory-budget", budget,
                  "bytes the input files may make this command allocate (tensors read, results computed), checked "
                  "before allocating (default: half of this machine's memory)")
       ->transform(kByteSize)
@@ -166,14 +167,13 @@ int run_main(int argc, char** argv) {
   add_campaign_options(*campaign, campaign_args, ignored);
 
   FileArgs run_args, verify_args, compare_args;
-  run_args.memory_budget = verify_args.memory_budget = compare_args.memory_budget = default_memory_budget();
   CLI::App* run = app.add_subcommand("run", "run one backend on a batch file and write its result file");
   run->add_option("--backend", run_args.backend, "backend name")->required();
   add_k_options(*run, run_args.k, "the batch file's metadata");
   run->add_option("--input", run_args.input, "batch file (safetensors)")->required();
   run->add_option("--output", run_args.output, "result file to write (safetensors)")->required();
   run->add_flag("--ranks", run_args.ranks, "also compute the evaluated token's rank (lp_ranks)");
-  add_memory_budget_option(*run, run_args);
+  add_memory_budget_option(*run, run_args.memory_budget);
 
   CLI::App* verify = app.add_subcommand("verify", "judge a result file from any implementation against the contract");
   verify->add_option("--input", verify_args.input, "batch file (safetensors)")->required();
@@ -189,7 +189,7 @@ int run_main(int argc, char** argv) {
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*verify, verify_args.tolerance);
-  add_memory_budget_option(*verify, verify_args);
+  add_memory_budget_option(*verify, verify_args.memory_budget);
 
   CLI::App* compare = app.add_subcommand("compare", "the chosen backends against the reference on one batch file");
   compare->add_option("--input", compare_args.input, "batch file (safetensors)")->required();
@@ -203,7 +203,7 @@ int run_main(int argc, char** argv) {
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*compare, compare_args.tolerance);
-  add_memory_budget_option(*compare, compare_args);
+  add_memory_budget_option(*compare, compare_args.memory_budget);
 
   MergeArgs merge_args;
   CLI::App* merge = app.add_subcommand(
@@ -211,6 +211,7 @@ int run_main(int argc, char** argv) {
   merge->add_option("reports", merge_args.files, "campaign JSON reports, one per shard")->required();
   merge->add_option("--json", merge_args.json, "write the merged report as JSON to this file");
   merge->add_option("--junit", merge_args.junit, "write the merged results as JUnit XML to this file");
+  add_memory_budget_option(*merge, merge_args.memory_budget);
 
   CLI::App* backends = app.add_subcommand("backends", "list the backends, available here or not and why");
 

@@ -1,18 +1,14 @@
 #include "safetensors.hpp"
 
-#include <fcntl.h>
 #include <fmt/ranges.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "atomic_file.hpp"
+#include "bounded_json.hpp"
 
 namespace logprobs {
 
@@ -27,14 +23,6 @@ using nlohmann::json;
 // The safetensors reference implementation refuses headers above 100 MB; so do we, which also
 // bounds what a hostile header length can make us allocate.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
-// The reference implementation parses the header with serde_json, whose nesting limit is 128.
-// nlohmann has none and builds every level, gigabytes for a 98 MB header of brackets, so deeper
-// nesting is refused as it is met.
-constexpr std::size_t kMaxHeaderDepth = 128;
-// What nlohmann's tree of the header costs per value at most: a 16-byte value, its share of a
-// vector grown by doubling (three times that while it moves), or a container's own allocation.
-// Measured: 39 bytes a value for a header of one flat array, 75 for nested arrays.
-constexpr std::uint64_t kJsonBytesPerValue = 80;
 
 struct DtypeInfo {
   std::string_view name;
@@ -49,15 +37,15 @@ constexpr DtypeInfo kDtypes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2"
 // The header's tensors and metadata, each checked against the data section's size.
 class HeaderParser {
  public:
-  HeaderParser(const SafetensorsReader& reader, std::uint64_t data_size, const MemoryBudget* budget,
-               std::string_view path)
+  HeaderParser(const SafetensorsReader& reader, std::uint64_t data_size, MemoryBudget* budget, std::string_view path)
       : reader_(reader), data_size_(data_size), budget_(budget), path_(path) {}
 
   void parse(const std::string& text, std::vector<TensorEntry>& entries, FileMetadata& metadata) const {
     check_framing(text);
     json header;
     try {
-      header = json::parse(text, bounded_and_unique_keys());
+      header = parse_bounded_json(text, budget_, fmt::format("{}: the header", path_),
+                                  [this](const std::string& reason) { reader_.fail("header {}", reason); });
     } catch (const json::exception& e) {  // parse_error, and out_of_range for a number beyond double
       reader_.fail("header is not valid JSON: {}", e.what());
     }
@@ -84,38 +72,6 @@ class HeaderParser {
     if (text.empty() || text[0] != '{')
       reader_.fail("header starts with {}, expected an object of tensors ('{{')",
                    text.empty() ? std::string("nothing") : json(text.substr(0, 1)).dump());
-  }
-
-  // nlohmann keeps the last of duplicate keys, so a broken first entry for a tensor would pass
-  // unseen; the callback sees each key of each open object, each level as it opens, and each
-  // value as it is added to the tree (counted against the budget: a header of 100 MB can build a
-  // tree of gigabytes).
-  json::parser_callback_t bounded_and_unique_keys() const {
-    const std::uint64_t max_values = budget_ ? budget_->left() / kJsonBytesPerValue : UINT64_MAX;
-    return [this, max_values, values = std::uint64_t{0}, open = std::vector<std::set<std::string>>()](
-               int, json::parse_event_t event, json& parsed) mutable {
-      if (event != json::parse_event_t::key && ++values > max_values)
-        budget_->require(values * kJsonBytesPerValue,
-                         fmt::format("{}: the header's {}-value JSON tree", path_, values));
-      switch (event) {
-        case json::parse_event_t::object_start:
-        case json::parse_event_t::array_start:
-          if (open.size() >= kMaxHeaderDepth) reader_.fail("header nests deeper than {} levels", kMaxHeaderDepth);
-          open.emplace_back();
-          break;
-        case json::parse_event_t::object_end:
-        case json::parse_event_t::array_end:
-          open.pop_back();
-          break;
-        case json::parse_event_t::key:
-          if (!open.back().insert(parsed.get<std::string>()).second)
-            reader_.fail("header has the key {} twice in one object", parsed.dump());
-          break;
-        case json::parse_event_t::value:
-          break;
-      }
-      return true;
-    };
   }
 
   void parse_metadata(const json& value, FileMetadata& metadata) const {
@@ -188,7 +144,7 @@ class HeaderParser {
 
   const SafetensorsReader& reader_;
   std::uint64_t data_size_;
-  const MemoryBudget* budget_;
+  MemoryBudget* budget_;
   std::string_view path_;
 };
 
@@ -202,18 +158,13 @@ std::optional<std::uint64_t> dtype_size(std::string_view dtype) {
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-SafetensorsReader::SafetensorsReader(const fs::path& path, MemoryBudget* budget) : path_(path), budget_(budget) {
-  // O_NONBLOCK: opening a FIFO without it waits for a writer, for ever; fstat then refuses it.
-  file_.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (file_.fd < 0) fail("cannot read: {}", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(file_.fd, &st) != 0) fail("cannot read: {}", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail("cannot read: not a regular file");
-  const std::uint64_t file_size = std::uint64_t(st.st_size);
+SafetensorsReader::SafetensorsReader(const fs::path& path, MemoryBudget* budget)
+    : path_(path), budget_(budget), file_(path) {
+  const std::uint64_t file_size = file_.size();
   if (file_size < 8) fail("file is {} bytes, shorter than the 8-byte header length", file_size);
 
   unsigned char length_bytes[8];
-  read_exact(0, length_bytes, 8);
+  file_.read_exact(0, length_bytes, 8);
   std::uint64_t header_length = 0;
   std::memcpy(&header_length, length_bytes, 8);
   if (header_length > file_size - 8)
@@ -226,12 +177,8 @@ SafetensorsReader::SafetensorsReader(const fs::path& path, MemoryBudget* budget)
 
   if (budget_) budget_->charge(header_length, fmt::format("{}: the header", path_.string()));
   std::string header(header_length, '\0');
-  read_exact(8, header.data(), header_length);
+  file_.read_exact(8, header.data(), header_length);
   HeaderParser(*this, data_size_, budget_, path_.native()).parse(header, entries_, metadata_);
-}
-
-SafetensorsReader::Descriptor::~Descriptor() {
-  if (fd >= 0) ::close(fd);
 }
 
 const TensorEntry* SafetensorsReader::find(std::string_view name) const {
@@ -263,18 +210,6 @@ void SafetensorsReader::charge(std::uint64_t bytes, const TensorEntry& e) {
   if (budget_)
     budget_->charge(bytes,
                     fmt::format("{}: tensor '{}' ({} {})", path_.string(), e.name, e.dtype, shape_text(e.shape)));
-}
-
-void SafetensorsReader::read_exact(std::uint64_t offset, void* into, std::uint64_t bytes) {
-  auto* out = static_cast<char*>(into);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(file_.fd, out + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail("read of {} bytes at offset {} failed ({})", bytes, offset,
-           n == 0 ? "the file is shorter than it was: changed while reading?" : std::strerror(errno));
-    done += std::uint64_t(n);
-  }
 }
 
 void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> tensors, const FileMetadata& metadata) {

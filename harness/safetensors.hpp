@@ -22,6 +22,7 @@
 
 #include "file_error.hpp"
 #include "memory_budget.hpp"
+#include "readable_file.hpp"
 
 namespace logprobs {
 
@@ -65,7 +66,7 @@ class SafetensorsReader {
     const std::uint64_t bytes = e.end - e.begin;  // == product(shape) * dtype size, checked in the header
     charge(bytes, e);
     std::vector<T> values(bytes / sizeof(T));
-    read_exact(data_start_ + e.begin, values.data(), bytes);
+    file_.read_exact(data_start_ + e.begin, values.data(), bytes);
     return values;
   }
 
@@ -78,20 +79,10 @@ class SafetensorsReader {
  private:
   [[noreturn]] void fail_with(const std::string& message) const;
   void charge(std::uint64_t bytes, const TensorEntry& e);
-  void read_exact(std::uint64_t offset, void* into, std::uint64_t bytes);
-
-  // A member, so that it is closed also when the constructor throws (a malformed file).
-  struct Descriptor {
-    int fd = -1;
-    Descriptor() = default;
-    Descriptor(const Descriptor&) = delete;
-    Descriptor& operator=(const Descriptor&) = delete;
-    ~Descriptor();
-  };
 
   std::filesystem::path path_;
   MemoryBudget* budget_;
-  Descriptor file_;
+  ReadableFile file_;  // a member, so that it is closed also when the constructor throws
   std::uint64_t data_start_ = 0;
   std::uint64_t data_size_ = 0;
   std::vector<TensorEntry> entries_;

@@ -147,17 +147,33 @@ void write_header_file(const std::string& path, const std::string& header) {
 }
 
 // A header of 98 MB, under the 100 MB limit, of nested brackets: a tree of gigabytes for a
-// reader without a depth limit.
-TEST(CheckMemoryBudget, AHeaderOfNestedBracketsIsRefusedQuickly) {
+// reader without a depth limit. merge reads its reports with the same bound.
+TEST(CheckMemoryBudget, NestedBracketsAreRefusedQuickly) {
   const std::size_t depth = 49'000'000;
-  const std::string path = path_of("nested_98mb.safetensors");
-  write_header_file(path, R"({"logits":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
-  const MeasuredResult result = logprobs_check_measured("compare --k 1 --input " + path);
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_TRUE(contains(result.output, "header nests deeper than 128 levels")) << result.output;
-  EXPECT_LT(result.seconds, 2.0 * kSanitizerSlowdown);
-  EXPECT_LT(result.max_rss_kb, 300 * 1024 + kSanitizerRssKb) << "the header itself is 98 MB";
-  fs::remove(path);
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  const std::string batch = path_of("nested_98mb.safetensors"), report = path_of("nested_98mb.json");
+  write_header_file(batch, R"({"logits":)" + nested + "}");
+  std::ofstream(report, std::ios::binary) << nested;
+  const std::pair<std::string, std::string> commands[] = {
+      {"compare --k 1 --input " + batch, "header nests deeper than 128 levels"},
+      {"merge " + report, report + " is not a campaign report: its JSON nests deeper than 128 levels"},
+  };
+  for (const auto& [command, fragment] : commands) {
+    const MeasuredResult result = logprobs_check_measured(command);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_TRUE(contains(result.output, fragment)) << result.output;
+    EXPECT_LT(result.seconds, 2.0 * kSanitizerSlowdown) << command;
+    EXPECT_LT(result.max_rss_kb, 300 * 1024 + kSanitizerRssKb) << command << ": the file itself is 98 MB";
+  }
+  fs::remove(batch);
+  fs::remove(report);
+}
+
+TEST(CheckMemoryBudget, MergeCountsItsReports) {
+  const std::string report = path_of("large_report.json");
+  std::ofstream(report) << "[" << std::string(2'000'000, ' ') << "]";
+  const MeasuredResult result = logprobs_check_measured("merge --memory-budget 1MB " + report);
+  expect_refused_quickly(result, report + " needs 2000002 bytes", 2.0, 100);
 }
 
 // Flat, the same bytes build a smaller tree but still many times the header: counted too.

@@ -105,6 +105,7 @@ TEST_F(CheckPaths, AFifoAnywhereNeverHangs) {
   expect_refused(logprobs_check_within(20, "run --backend max --input " + batch + " --output " + fifo),
                  "--output " + fifo + " is a FIFO", {"fifo"});
   expect_refused(logprobs_check_within(20, "compare --backends max --input " + fifo), "not a regular file", {"fifo"});
+  expect_refused(logprobs_check_within(20, "merge " + fifo), fifo + ": cannot read: not a regular file", {"fifo"});
   EXPECT_TRUE(fs::is_fifo(fifo));
 }
 

@@ -1,0 +1,36 @@
+// Reading files the harness did not write (batches, results, a campaign's reports): only a
+// regular file is opened, and never in a way that waits (a FIFO would block the open until
+// someone writes to it).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "file_error.hpp"
+#include "memory_budget.hpp"
+
+namespace logprobs {
+// An open regular file, closed when destroyed. Errors are FileErrors whose message starts with
+// the path.
+class ReadableFile {
+ public:
+  explicit ReadableFile(const std::filesystem::path& path);
+  ~ReadableFile();
+  ReadableFile(const ReadableFile&) = delete;
+  ReadableFile& operator=(const ReadableFile&) = delete;
+
+  std::uint64_t size() const { return size_; }
+  // Exactly `bytes` at `offset`, or a FileError (the file shrank since it was opened, an I/O error).
+  void read_exact(std::uint64_t offset, void* into, std::uint64_t bytes) const;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+// The whole file, its size counted against `budget` (when given) before it is read.
+std::string read_whole_file(const std::filesystem::path& path, MemoryBudget* budget);
+
+}  // namespace logprobs
