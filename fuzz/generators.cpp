@@ -23,10 +23,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr std::uint64_t kRealVocabs[] = {32000, 128256, 152064};
 constexpr std::uint64_t kLogitBudget = 1u << 20;  // floats per batch, to keep cases fast
 
-struct Fixed {
-  std::optional<OffsetShape> offsets;
-  std::optional<ValueShape> values;
-};
+using Fixed = BatchOptions;
 
 // n * size / 100, the share of a maximum that RapidCheck's size (0..100) allows.
 int scaled(int size, int n) { return static_cast<int>(std::int64_t(n) * std::clamp(size, 0, 100) / 100); }
@@ -69,6 +66,7 @@ RowRecipe draw_recipe(const Fixed& fixed) {
   r.mask = chance(20) ? (chance(15) ? 2 : 1) : 0;
   r.nan = chance(5);
   r.pos_inf = chance(5);
+  if (fixed.finite) r.mask = 0, r.nan = r.pos_inf = false;
   return r;
 }
 
@@ -166,12 +164,14 @@ struct DtypeRecipe {
   std::uint32_t seed = 0;
 };
 
-DtypeRecipe draw_dtype_recipe() {
+DtypeRecipe draw_dtype_recipe(const Fixed& fixed) {
   static constexpr LogitsDtype kDtypes[] = {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16};
   DtypeRecipe r;
   r.dtype = chance(35) ? pick_of(kDtypes) : LogitsDtype::f32;
   r.specials = chance(15) ? pick(1, 4) : 0;
   r.seed = pick<std::uint32_t>(0, 1u << 30);
+  if (fixed.dtype) r.dtype = *fixed.dtype;
+  if (fixed.finite) r.specials = 0;
   return r;
 }
 
@@ -198,8 +198,9 @@ void apply_dtype(BatchData& batch, const DtypeRecipe& r) {
 
 // Temperatures for some batches: near 0.05 (sharp), exactly 1 (which must change no bit), or up
 // to 4 (flat); a division by a T below 1 also turns distinct x into equal x / T now and then.
-std::optional<std::vector<float>> draw_temperatures(int items) {
-  if (!chance(30)) return std::nullopt;
+std::optional<std::vector<float>> draw_temperatures(int items, std::optional<bool> fixed) {
+  const bool drawn = chance(30);  // drawn even when fixed, so that the picks after it stay in place
+  if (!fixed.value_or(drawn)) return std::nullopt;
   std::vector<float> temperatures;
   for (int b = 0; b < items; ++b) {
     switch (pick(0, 3)) {
@@ -222,11 +223,17 @@ BatchData draw_batch(const Fixed& fixed, int size) {
   const OffsetShape offsets = fixed.offsets ? *fixed.offsets : pick_of(kOffsetShapes);
   // Real vocab sizes only with B <= 2 (and at most 2 rows per item, below), to keep memory small.
   const bool real_vocab = chance(3);
-  const int items = pick(0, 1 + (real_vocab ? 2 : scaled(size, 64)));
+  int max_items = real_vocab ? 2 : scaled(size, 64);
+  // A fixed V keeps every item's row within the logit budget, as real vocab sizes do.
+  if (fixed.vocab)
+    max_items =
+        static_cast<int>(std::min<std::uint64_t>(max_items, std::max<std::uint64_t>(1, kLogitBudget / *fixed.vocab)));
+  const int items = pick(0, 1 + max_items);
   BatchData batch;
   batch.vocab = real_vocab ? draw_real_vocab() : draw_vocab(size);
-  const DtypeRecipe dtype = draw_dtype_recipe();
-  batch.temperatures = draw_temperatures(items);
+  if (fixed.vocab) batch.vocab = *fixed.vocab;
+  const DtypeRecipe dtype = draw_dtype_recipe(fixed);
+  batch.temperatures = draw_temperatures(items, fixed.temperatures);
   const bool arbitrary = offsets == OffsetShape::arbitrary;
   batch.row_stride = batch.vocab + (arbitrary ? pick<std::uint64_t>(0, 5) : 0);
 
@@ -282,7 +289,14 @@ rc::Gen<BatchData> make(Fixed fixed) {
 
 rc::Gen<BatchData> batch() { return make({}); }
 
-rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values) { return make({offsets, values}); }
+rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values) {
+  BatchOptions options;
+  options.offsets = offsets;
+  options.values = values;
+  return make(options);
+}
+
+rc::Gen<BatchData> batch(const BatchOptions& options) { return make(options); }
 
 rc::Gen<std::uint32_t> k() {
   return rc::gen::exec([] {

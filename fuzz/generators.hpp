@@ -44,6 +44,20 @@ rc::Gen<BatchData> batch();
 // A valid batch with offsets and values of the given shapes (other choices still random).
 rc::Gen<BatchData> batch(OffsetShape offsets, ValueShape values);
 
+// Choices a caller may fix (a kernel that takes one dtype or one vocabulary size, the C API's
+// random batches); each one left empty is drawn as batch() draws it, and with nothing fixed the
+// draws, and their shrinks, are batch()'s. A fixed dtype, vocab or temperature choice overrides
+// its pick rather than skipping it, so the picks after it stay where they were.
+struct BatchOptions {
+  std::optional<OffsetShape> offsets;
+  std::optional<ValueShape> values;
+  std::optional<LogitsDtype> dtype;
+  std::optional<std::uint64_t> vocab;  // V, which then does not shrink; fewer batch items when V is large
+  std::optional<bool> temperatures;    // always or never
+  bool finite = false;  // no NaN, no infinity, no -inf mask in any row a kernel reads (unread ones stay NaN)
+};
+rc::Gen<BatchData> batch(const BatchOptions& options);
+
 // K 0..65535: MAX's K = 2^L - 1 half the time, 5 and 20 (OpenAI's and vLLM's usual limits), small
 // K of every other value, and any.
 rc::Gen<std::uint32_t> k();

@@ -157,6 +157,40 @@ TEST(Generators, SameSeedSameBatch) {
   }
 }
 
+// What batch(options) fixes holds in every draw, and with nothing fixed it draws batch()'s batches.
+TEST(Generators, OptionsFixWhatTheySayAndNothingElse) {
+  gen::BatchOptions fixed;
+  fixed.dtype = LogitsDtype::bf16;
+  fixed.vocab = 32000;
+  fixed.temperatures = true;
+  fixed.finite = true;
+  gen::BatchOptions no_temperatures;
+  no_temperatures.temperatures = false;
+  std::set<std::uint64_t> items;
+  for (int i = 0; i < 60; ++i) {
+    const BatchData a = gen::batch(fixed)(rc::Random(300 + i), i % 101).value();
+    validate_batch(a.view(), 20);
+    EXPECT_EQ(a.dtype, LogitsDtype::bf16);
+    EXPECT_EQ(a.vocab, 32000u);
+    EXPECT_TRUE(a.temperatures.has_value());
+    EXPECT_LE(a.sampled_tokens.size(), (std::uint64_t{1} << 20) / 32000);  // the logit budget
+    items.insert(a.sampled_tokens.size());
+    for (const RowTask& task : plan_rows(a.view()))
+      for (std::uint64_t j = 0; j < a.vocab; ++j) ASSERT_TRUE(std::isfinite(a.logit(task.logit_row, j)));
+    EXPECT_FALSE(gen::batch(no_temperatures)(rc::Random(300 + i), i % 101).value().temperatures.has_value());
+
+    const BatchData b = gen::batch()(rc::Random(300 + i), i % 101).value();
+    const BatchData c = gen::batch(gen::BatchOptions{})(rc::Random(300 + i), i % 101).value();
+    EXPECT_EQ(b.logit_row_offsets, c.logit_row_offsets);
+    EXPECT_EQ(b.tokens, c.tokens);
+    EXPECT_EQ(b.vocab, c.vocab);
+    EXPECT_EQ(b.temperatures, c.temperatures);
+    EXPECT_EQ(b.logits16, c.logits16);
+    EXPECT_EQ(0, std::memcmp(b.logits.data(), c.logits.data(), b.logits.size() * sizeof(float)));
+  }
+  EXPECT_GT(items.size(), 3u);  // B still varies with V fixed
+}
+
 // A throwaway backend with a planted bug: the reference, except that in rows of a vocab above
 // 100 with no NaN, the evaluated token's value is off by 0.5.
 class PlantedBugBackend final : public Backend {
