@@ -28,6 +28,9 @@ BASE = {
     "optimized/gpu/plan.hpp": "#pragma once\n",
     "harness/judge.hpp": '#include "logprobs/batch.hpp"\n',
     "check/campaign.hpp": '#include "harness/judge.hpp"\n',
+    "capi/capi.cpp": '#include "fuzz/generators.hpp"\n#include "logprobs/batch.hpp"\n',
+    "capi/test_capi.c": '#include "logprobs/batch.hpp"\n',
+    "fuzz/generators.hpp": '#include "harness/judge.hpp"\n',
     "tests/test_all.cpp": '#include "check/campaign.hpp"\n',
 }
 
@@ -46,7 +49,10 @@ ok &= expect({**BASE, "harness/judge.hpp": '#include "check/campaign.hpp"\n'}, 1
 ok &= expect({**BASE, "optimized/cpu/kernel.hpp": '#include "optimized/gpu/plan.hpp"\n'}, 1,
              "from optimized/gpu, a folder of its own layer")
 ok &= expect({**BASE, "check/campaign.hpp": '#include "tests/test_all.cpp"\n'}, 1, "from layer tests")
+ok &= expect({**BASE, "capi/capi.cpp": '#include "check/campaign.hpp"\n'}, 1,
+             "capi/capi.cpp: includes check/campaign.hpp from check, a folder of its own layer")
 ok &= expect({**BASE, "harness/long.cpp": "//\n" * 401}, 1, "401 lines")
+ok &= expect({**BASE, "capi/long.c": "//\n" * 401}, 1, "capi/long.c: 401 lines")
 ok &= expect({**BASE, "harness/long.cpp": "// Over 400 lines: a reason.\n" + "//\n" * 401}, 0)
 print("test_check_layers:", "OK" if ok else "FAILED")
 sys.exit(0 if ok else 1)
