@@ -1,0 +1,240 @@
+"""Backends, the reference, and judging any implementation's result against the input and the
+reference (SPEC §5, §6) through the harness's one comparator; assert_agrees for tests, whose
+failure carries the files and the logprobs-check command that replay it."""
+import collections
+import contextvars
+import ctypes
+import hashlib
+import os
+import shlex
+import tempfile
+
+from . import _native, files
+from ._native import call, lib
+from .batch import Batch
+from .result import Result
+
+BackendInfo = collections.namedtuple(
+    "BackendInfo", "name description available unavailable_reason variant_of bf16_logits f16_logits temperatures "
+                   "ranks any_k sums_in_one_chain computes_on_host")
+Tolerance = collections.namedtuple("Tolerance", "ulps norm_ulps sigma linear_sum")
+Violation = collections.namedtuple("Violation", "rule batch row slot token what message")
+
+# While a test is being shrunk, its failures write no replay files (set by the pytest plugin).
+replay_files_enabled = contextvars.ContextVar("logprobs_harness_replay_files", default=True)
+# Where assert_agrees writes them when not told: the plugin's folder, else $LOGPROBS_HARNESS_REPLAY_DIR.
+default_replay_dir = contextvars.ContextVar("logprobs_harness_replay_dir", default=None)
+_DEFAULTS = _native.Tolerance()
+lib.logprobs_tolerance_default(ctypes.byref(_DEFAULTS))
+DEFAULT_TOLERANCE = Tolerance(_DEFAULTS.ulps, _DEFAULTS.norm_ulps, _DEFAULTS.sigma, bool(_DEFAULTS.linear_sum))
+
+
+def backends():
+    """Every backend of this build (the reference first), with the optional parts it implements."""
+    handle = _native.c_ptr()
+    call(lib.logprobs_backends, ctypes.byref(handle))
+    try:
+        found = []
+        for i in range(lib.logprobs_backend_list_count(handle)):
+            info = _native.BackendInfo()
+            call(lib.logprobs_backend_list_get, handle, i, ctypes.byref(info))
+            found.append(BackendInfo(*(_native.text(getattr(info, f)) if isinstance(getattr(info, f), bytes)
+                                       else bool(getattr(info, f)) for f, _ in _native.BackendInfo._fields_)))
+        return found
+    finally:
+        lib.logprobs_backend_list_free(handle)
+
+
+def reference(batch, k, ranks=False):
+    """The reference's result (the contract's answer) for the batch at top-K width k."""
+    handle = _native.c_ptr()
+    call(lib.logprobs_reference, ctypes.byref(batch.view), k, int(bool(ranks)), ctypes.byref(handle))
+    return Result._from_handle(handle)
+
+
+def run(backend, batch, k, ranks=False):
+    """The named backend's result for the batch (UnsupportedPart when it lacks a part the batch
+    needs, BackendUnavailable when it cannot run here)."""
+    handle = _native.c_ptr()
+    call(lib.logprobs_run, str(backend).encode(), ctypes.byref(batch.view), k, int(bool(ranks)),
+         ctypes.byref(handle))
+    return Result._from_handle(handle)
+
+
+class Report:
+    """The verdict on one result: `ok`, the violations (each with its rule, batch, output row,
+    slot, token and message; the first `limit` kept, `violation_count` all of them), and the
+    largest errors against the reference with the share of the tolerance used."""
+
+    def __init__(self, verdict, limit):
+        stats = _native.Stats()
+        lib.logprobs_verdict_stats(verdict, ctypes.byref(stats))
+        self.ok = bool(lib.logprobs_verdict_ok(verdict))
+        self.violation_count = lib.logprobs_verdict_violation_count(verdict)
+        self.violations = []
+        for i in range(min(self.violation_count, limit)):
+            v = _native.Violation()
+            call(lib.logprobs_verdict_violation, verdict, i, ctypes.byref(v))
+            self.violations.append(Violation(_native.text(v.rule_name), v.batch, v.output_row, v.slot, v.token,
+                                             _native.text(v.what), _native.text(v.message)))
+        self.rows, self.values = stats.rows, stats.values
+        self.max_abs_error, self.max_ulp_error = stats.max_abs_error, stats.max_ulp_error
+        self.tolerance_used = stats.max_tolerance_used
+        t = stats.tolerance
+        self.tolerance = Tolerance(t.ulps, t.norm_ulps, t.sigma, bool(t.linear_sum))
+
+    def __bool__(self):
+        return self.ok
+
+    @property
+    def rules(self):
+        """How many of the kept violations break each rule."""
+        return collections.Counter(v.rule for v in self.violations)
+
+    def summary(self):
+        count = self.violation_count
+        head = "agrees" if self.ok else f"{count} violation{'s' if count != 1 else ''} ({_rules_text(self.rules)})"
+        return (f"{head}; {self.rows} row{'' if self.rows == 1 else 's'}, largest error {self.max_abs_error:.3g} ({self.max_ulp_error:.3g} ulp), "
+                f"tolerance used {self.tolerance_used:.3g} (at most 1 passes)")
+
+    def __repr__(self):
+        return f"<logprobs_harness.Report {self.summary()}>"
+
+
+def _rules_text(rules):
+    return ", ".join(f"{rule}: {count}" for rule, count in sorted(rules.items()))
+
+
+def _result_from(result, k, layout_arrays):
+    given = {name: value for name, value in layout_arrays.items() if value is not None}
+    if result is not None:
+        if given:
+            raise TypeError("give a Result or its arrays, not both")
+        return result
+    packed = {"lp_logits", "lp_tokens", "lp_ranks"} & given.keys()
+    split = {"top_tokens", "top_logprobs", "sampled_logprobs", "ranks"} & given.keys()
+    if packed and split - {"ranks"}:
+        raise TypeError("give the arrays of one layout: lp_logits/lp_tokens, or top_tokens/top_logprobs/"
+                        "sampled_logprobs")
+    if packed:
+        if "ranks" in given:
+            raise TypeError("the packed layout's ranks are lp_ranks=")
+        return Result.packed(given.get("lp_logits"), given.get("lp_tokens"), given.get("lp_ranks"), k=k)
+    missing = {"top_tokens", "top_logprobs", "sampled_logprobs"} - given.keys()
+    if missing:
+        raise TypeError(f"a result needs lp_logits and lp_tokens, or top_tokens, top_logprobs and sampled_logprobs "
+                        f"(missing {', '.join(sorted(missing))})")
+    return Result.split(given["top_tokens"], given["top_logprobs"], given["sampled_logprobs"], given.get("ranks"),
+                        k=k)
+
+
+def _one_chain(backend):
+    return any(b.name == backend and b.sums_in_one_chain for b in backends()) if backend else False
+
+
+def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=None, top_tokens=None,
+          top_logprobs=None, sampled_logprobs=None, ranks=None, ulps=None, norm_ulps=None, sigma=None,
+          linear_sum=None, limit=10000):
+    """Judges a result for the batch at top-K width k (a Result, or the arrays of one layout)
+    against the input and the reference: tokens exact and tie-aware, ranks exact when given,
+    greedy-exactness, values within |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) +
+    sum_err(V). A tolerance term left out is the default; linear_sum left out is true for a
+    result from a backend that sums in one f32 chain (SPEC §5). Returns a Report."""
+    got = _result_from(result, k, {"lp_logits": lp_logits, "lp_tokens": lp_tokens, "lp_ranks": lp_ranks,
+                                   "top_tokens": top_tokens, "top_logprobs": top_logprobs,
+                                   "sampled_logprobs": sampled_logprobs, "ranks": ranks})
+    tolerance = tolerance_of(ulps, norm_ulps, sigma, _one_chain(got.backend) if linear_sum is None else linear_sum)
+    view, verdict = got.view(), _native.c_ptr()
+    c_tolerance = _native.Tolerance(tolerance.ulps, tolerance.norm_ulps, tolerance.sigma, int(tolerance.linear_sum))
+    call(lib.logprobs_judge, ctypes.byref(batch.view), k, ctypes.byref(view), ctypes.byref(c_tolerance),
+         ctypes.byref(verdict))
+    try:
+        report = Report(verdict, limit)
+    finally:
+        lib.logprobs_verdict_free(verdict)
+    report.result = got
+    return report
+
+
+def tolerance_of(ulps=None, norm_ulps=None, sigma=None, linear_sum=False):
+    d = DEFAULT_TOLERANCE
+    return Tolerance(d.ulps if ulps is None else float(ulps), d.norm_ulps if norm_ulps is None else float(norm_ulps),
+                     d.sigma if sigma is None else float(sigma), bool(linear_sum))
+
+
+class Disagreement(AssertionError):
+    """A result that breaks the contract: the report, the batch and result files written for it
+    (None while a test is being shrunk) and the logprobs-check commands that replay it."""
+
+    def __init__(self, message, report, batch, k, batch_path=None, result_path=None, commands=()):
+        super().__init__(message)
+        self.report, self.batch, self.k = report, batch, k
+        self.batch_path, self.result_path, self.commands = batch_path, result_path, list(commands)
+
+
+def check_program():
+    """How replay commands name logprobs-check: $LOGPROBS_CHECK, else the bare name."""
+    return os.environ.get("LOGPROBS_CHECK", "logprobs-check")
+
+
+def tolerance_flags(tolerance, one_chain_implied=False):
+    """The options that give logprobs-check this tolerance (those that differ from the default)."""
+    flags = []
+    for name, value, default in (("--ulps", tolerance.ulps, DEFAULT_TOLERANCE.ulps),
+                                 ("--norm-ulps", tolerance.norm_ulps, DEFAULT_TOLERANCE.norm_ulps),
+                                 ("--sigma", tolerance.sigma, DEFAULT_TOLERANCE.sigma)):
+        if value != default:
+            flags += [name, repr(float(value))]  # repr: the shortest text that reads back as the same double
+    if tolerance.linear_sum and not one_chain_implied:
+        flags.append("--linear-sum")
+    return flags
+
+
+def replay_commands(batch_path, result_path, k, tolerance, backend=None, ranks=False):
+    """`verify` judges the written result again; for a backend's result, `compare` reruns it."""
+    program = check_program()
+    commands = [shlex.join([program, "verify", "--input", str(batch_path), "--result", str(result_path), "--k",
+                            str(k)] + tolerance_flags(tolerance))]
+    if backend and backend != "reference":
+        commands.append(shlex.join([program, "compare", "--input", str(batch_path), "--k", str(k)]
+                                   + (["--ranks"] if ranks else []) + tolerance_flags(tolerance, _one_chain(backend))
+                                   + ["--backends", backend]))
+    return commands
+
+
+def _replay_dir(replay_dir):
+    chosen = replay_dir or default_replay_dir.get() or os.environ.get("LOGPROBS_HARNESS_REPLAY_DIR")
+    if chosen:
+        os.makedirs(chosen, exist_ok=True)
+        return chosen
+    return tempfile.mkdtemp(prefix="logprobs-replay-")
+
+
+def assert_agrees(batch, k, result=None, *, replay_dir=None, shown=5, **judging):
+    """judge(batch, k, ...) and the Report when it agrees; else raises Disagreement (an
+    AssertionError) with the first `shown` violations, the batch and result written to
+    replay_dir, and the logprobs-check commands that replay the verdict."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this function's
+    report = judge(batch, k, result, **judging)
+    if report.ok:
+        return report
+    got = report.result
+    lines = [f"logprobs disagree with the contract at K = {k} on {batch.describe()}: {report.summary()}"]
+    lines += [f"  {v.rule}: {v.message}" for v in report.violations[:shown]]
+    if report.violation_count > shown:
+        lines.append(f"  ... and {report.violation_count - shown} more")
+    batch_path = result_path = None
+    commands = []
+    if replay_files_enabled.get():
+        folder = _replay_dir(replay_dir)
+        digest = hashlib.sha256(repr((batch.describe(), k, got.layout, got.rows)).encode())
+        for array in [batch._logits, batch._sampled, batch._tokens, *got._arrays.values()]:
+            digest.update(array.data)
+        digest = digest.hexdigest()[:12]
+        batch_path = os.path.join(folder, f"disagreement-{digest}-batch.safetensors")
+        result_path = os.path.join(folder, f"disagreement-{digest}-result.safetensors")
+        files.save_batch(batch_path, batch, k=k, metadata={"origin": "logprobs_harness.assert_agrees"})
+        files.save_result(result_path, got, metadata={"k": str(k), **({"backend": got.backend} if got.backend else {})})
+        commands = replay_commands(batch_path, result_path, k, report.tolerance, got.backend, got.ranks is not None)
+        lines += [f"  batch: {batch_path}", f"  result: {result_path}"] + [f"  replay: {c}" for c in commands]
+    raise Disagreement("\n".join(lines), report, batch, k, batch_path, result_path, commands)
