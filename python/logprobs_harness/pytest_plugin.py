@@ -1,0 +1,205 @@
+"""The pytest plugin: a `logprobs_case` fixture of random cases from the harness's generators,
+and a failing case shrunk before it is reported, with the files and commands that replay it.
+
+    def test_my_kernel(logprobs_case):
+        batch, k = logprobs_case.batch, logprobs_case.k
+        top_tokens, top_logprobs, sampled_logprobs = my_kernel(batch.torch_logits(), ...)
+        logprobs_case.assert_agrees(top_tokens=top_tokens, top_logprobs=top_logprobs,
+                                    sampled_logprobs=sampled_logprobs)
+
+Options: --logprobs-seed S (default: a fresh seed, printed in the header), --logprobs-cases N
+(20), --logprobs-max-shrinks N (1000 test runs), --logprobs-replay-dir DIR, --logprobs-replay
+BATCH_FILE (run each such test on one written batch). A test narrows its cases with
+@pytest.mark.logprobs(k=..., ranks=..., cases=..., dtype=..., vocab=..., offsets=...,
+temperatures=..., finite=...).
+
+Shrinking: when the test fails, the plugin asks the C API to shrink the case's batch with
+RapidCheck's shrinks (the generator's own: fewer batch items and rows, smaller V, plainer
+values, no injected specials), running the test again on each candidate; a candidate fails when
+the test raises the same exception type (for a Disagreement: one that breaks the original's
+first rule). The smallest failing batch is run once more, with replay files, and that failure
+is reported, with the sizes before and after.
+"""
+import os
+import secrets
+
+import pytest
+
+from . import _native, files, judging
+from .cases import Case, Options, draw_case, find_counterexample
+
+_SEED = pytest.StashKey[int]()
+_SETTINGS = {"k", "ranks", "cases", "sizes", "dtype", "vocab", "offsets", "temperatures", "finite"}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("logprobs_harness", "logprobs_harness: random logprobs cases")
+    group.addoption("--logprobs-seed", type=int, default=None,
+                    help="seed of the random cases (default: a fresh one, printed in the header)")
+    group.addoption("--logprobs-cases", type=int, default=20, help="random cases per test (default 20)")
+    group.addoption("--logprobs-max-shrinks", type=int, default=1000,
+                    help="test runs a failure's shrinking may spend (default 1000)")
+    group.addoption("--logprobs-replay-dir", default=None,
+                    help="where failing cases' batch and result files go (default: pytest's temporary folder)")
+    group.addoption("--logprobs-replay", default=None, metavar="BATCH_FILE",
+                    help="run each logprobs_case test on this batch file (K and ranks from its metadata)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "logprobs(k=20, ranks=None, cases=None, sizes=None, dtype=None, vocab=None, "
+                                       "offsets=None, temperatures=None, finite=False): this test's random cases")
+    seed = config.getoption("logprobs_seed")
+    config.stash[_SEED] = seed if seed is not None else secrets.randbits(63)
+
+
+def pytest_report_header(config):
+    seed = config.stash[_SEED]
+    return (f"logprobs_harness: seed {seed} (--logprobs-seed {seed} draws these cases again), "
+            f"{config.getoption('logprobs_cases')} cases per test; {_native.library_path}")
+
+
+class _CaseSpec:
+    """Case `index` of a test's random cases, drawn when the test runs."""
+
+    def __init__(self, seed, index, count, settings):
+        self.seed, self.index, self.count, self.settings = seed, index, count, settings
+
+    def draw(self):
+        s = dict(self.settings)
+        options = Options(s.pop("dtype", None), s.pop("vocab", None), s.pop("offsets", None),
+                          s.pop("temperatures", None), s.pop("finite", False))
+        return draw_case(self.seed, self.index, self.count, s.get("k", 20), s.get("ranks"), s.get("sizes"), options)
+
+
+class _ReplaySpec:
+    """The one batch of --logprobs-replay, with the K and ranks its metadata records."""
+
+    def __init__(self, path, settings):
+        self.path, self.settings = path, settings
+
+    def draw(self):
+        batch = files.load_batch(self.path)
+        k = batch.k if batch.k is not None else self.settings.get("k", 20)
+        return Case(batch, k, batch.metadata.get("ranks") == "true")
+
+
+def pytest_generate_tests(metafunc):
+    if "logprobs_case" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("logprobs")
+    settings = dict(marker.kwargs) if marker else {}
+    unknown = set(settings) - _SETTINGS
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.logprobs: unknown settings {', '.join(sorted(unknown))} "
+                                f"(known: {', '.join(sorted(_SETTINGS))})")
+    replay = metafunc.config.getoption("logprobs_replay")
+    if replay:
+        metafunc.parametrize("logprobs_case", [_ReplaySpec(replay, settings)], ids=["replay"], indirect=True)
+        return
+    count = settings.pop("cases", None) or metafunc.config.getoption("logprobs_cases")
+    seed = metafunc.config.stash[_SEED]
+    specs = [_CaseSpec(seed, index, count, settings) for index in range(count)]
+    metafunc.parametrize("logprobs_case", specs, ids=[f"case{i}" for i in range(count)], indirect=True)
+
+
+@pytest.fixture
+def logprobs_case(request, tmp_path_factory):
+    """A random case (batch, k, ranks) from the harness's generators; see the module's doc."""
+    spec = getattr(request, "param", None)
+    if spec is None:
+        raise pytest.UsageError("logprobs_case is parametrized by the logprobs_harness plugin: use it as a test's "
+                                "own argument")
+    case = spec.draw()
+    chosen = request.config.getoption("logprobs_replay_dir")
+    case.replay_dir = chosen or str(tmp_path_factory.getbasetemp() / "logprobs")
+    return case
+
+
+class ShrunkFailure(AssertionError):
+    """A test that failed on a random case with an exception other than a Disagreement, reported
+    on the shrunk case (the exception is chained)."""
+
+
+def _same_failure(original):
+    rule = original.report.violations[0].rule if isinstance(original, judging.Disagreement) else None
+
+    def same(failure):
+        if type(failure) is not type(original):
+            return False
+        return rule is None or rule in failure.report.rules
+
+    return same
+
+
+def _call(function, arguments, case):
+    __tracebackhide__ = True
+    function(**{**arguments, "logprobs_case": case})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    case = pyfuncitem.funcargs.get("logprobs_case")
+    if not isinstance(case, Case):
+        return None  # not a test of ours: pytest calls it as usual
+    __tracebackhide__ = True
+    function = pyfuncitem.obj
+    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    folder = judging.default_replay_dir.set(case.replay_dir)
+    try:
+        try:
+            _call(function, arguments, case)
+        except Exception as failure:
+            if case.seed is None:  # a batch file replayed: nothing to shrink it from
+                raise
+            _raise_shrunk(pyfuncitem, function, arguments, case, failure)
+    finally:
+        judging.default_replay_dir.reset(folder)
+    return True
+
+
+def _raise_shrunk(item, function, arguments, case, failure):
+    __tracebackhide__ = True
+    same = _same_failure(failure)
+
+    def fails(batch):
+        quiet = judging.replay_files_enabled.set(False)
+        try:
+            _call(function, arguments, case.with_batch(batch))
+        except Exception as candidate_failure:
+            return same(candidate_failure)
+        finally:
+            judging.replay_files_enabled.reset(quiet)
+        return False
+
+    max_tries = item.config.getoption("logprobs_max_shrinks")
+    smallest, steps, runs = find_counterexample(case.seed, case.size, fails, case.options, max_tries)
+    if smallest is None:
+        failure.args = (f"logprobs_harness: {case.describe()} passed when drawn again: the test is not "
+                        f"deterministic, so it was not shrunk\n{failure}",)
+        raise failure
+    shrunk = case.with_batch(smallest)
+    os.makedirs(case.replay_dir, exist_ok=True)
+    case_file = os.path.join(case.replay_dir, f"{_file_safe(item.name)}-shrunk-batch.safetensors")
+    files.save_batch(case_file, smallest, k=case.k, metadata={"ranks": "true" if case.ranks else "false",
+                                                              "origin": f"{item.nodeid} {case.describe()}"})
+    summary = (f"logprobs_harness: {item.name} failed on case {case.index} (case seed {case.seed}, size {case.size}, "
+               f"K = {case.k}{', ranks' if case.ranks else ''}); shrunk in {steps} steps ({runs} runs of the test)\n"
+               f"  before: {case.batch.describe()}\n"
+               f"  after:  {smallest.describe()}\n"
+               f"  the test on the shrunk case: pytest '{item.nodeid}' --logprobs-replay {case_file}")
+    try:
+        _call(function, arguments, shrunk)
+    except judging.Disagreement as again:
+        if same(again):
+            again.args = (f"{summary}\n{again}",)
+            raise again from None
+        raise ShrunkFailure(f"{summary}\n(the shrunk case fails differently)\n{again}") from None
+    except Exception as again:
+        # Reported with the shrunk run's own traceback, which ends in the test's code.
+        raise ShrunkFailure(f"{summary}\n{type(again).__name__}: {again}").with_traceback(again.__traceback__) from None
+    failure.args = (f"{summary}\n(the shrunk case passed when run again: the test is not deterministic)\n{failure}",)
+    raise failure
+
+
+def _file_safe(text):
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text).strip("-")[:80]

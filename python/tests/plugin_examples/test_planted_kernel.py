@@ -1,0 +1,32 @@
+"""Tests that python/tests/test_plugin.py runs in a pytest of their own, through the plugin: a
+backend that keeps the contract, a kernel with a planted value fault, and one that crashes."""
+import pytest
+
+import logprobs_harness as lh
+
+
+@pytest.mark.logprobs(dtype="f32", temperatures=False)  # the optional parts cpu lacks
+def test_cpu_backend(logprobs_case):
+    logprobs_case.assert_agrees(lh.run("cpu", logprobs_case.batch, logprobs_case.k))
+
+
+def planted_kernel(batch, k):
+    """The reference's result, with a planted fault: in rows of more than 64 logits, the first
+    top value is 1e-3 too large."""
+    result = lh.reference(batch, k)
+    values = result.lp_logits.tolist()
+    if batch.vocab > 64:
+        for row in values:
+            row[0] += 1e-3
+    return lh.Result.packed(values, result.lp_tokens.tolist(), k=k)
+
+
+@pytest.mark.logprobs(k=5)
+def test_planted_kernel(logprobs_case):
+    logprobs_case.assert_agrees(planted_kernel(logprobs_case.batch, logprobs_case.k))
+
+
+@pytest.mark.logprobs(k=5)
+def test_crashing_kernel(logprobs_case):
+    if logprobs_case.batch.vocab > 30 and logprobs_case.batch.output_rows > 0:
+        raise IndexError(f"the kernel's table holds 30 entries, not {logprobs_case.batch.vocab}")
