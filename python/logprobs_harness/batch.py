@@ -134,7 +134,8 @@ class Batch:
 
     # -- what it holds ----------------------------------------------------------------------------
 
-    logits = property(lambda self: self._logits.view(), doc="[rows, row_stride]: 'f' for f32, 'H' bit patterns for bf16/f16")
+    logits = property(lambda self: self._logits.view(),
+                      doc="[rows, row_stride]: 'f' elements for f32, 'H' bit patterns for bf16 and f16")
     tokens = property(lambda self: self._tokens.view())
     sampled_tokens = property(lambda self: self._sampled.view())
     logit_row_offsets = property(lambda self: self._lro.view())
@@ -171,8 +172,8 @@ class Batch:
         def rows(n, what):
             return f"{n} {what} row{'' if n == 1 else 's'}"
 
-        text = f"B = {self.batch_size}, V = {self.vocab}, {rows(self.rows, 'logit')}, {rows(self.output_rows, 'output')}, "
-        text += self.dtype
+        text = f"B = {self.batch_size}, V = {self.vocab}, {rows(self.rows, 'logit')}, "
+        text += f"{rows(self.output_rows, 'output')}, {self.dtype}"
         if self.row_stride != self.vocab:
             text += f", row stride {self.row_stride}"
         return text + (", temperatures" if self._temperatures is not None else "")

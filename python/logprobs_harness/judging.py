@@ -94,7 +94,8 @@ class Report:
     def summary(self):
         count = self.violation_count
         head = "agrees" if self.ok else f"{count} violation{'s' if count != 1 else ''} ({_rules_text(self.rules)})"
-        return (f"{head}; {self.rows} row{'' if self.rows == 1 else 's'}, largest error {self.max_abs_error:.3g} ({self.max_ulp_error:.3g} ulp), "
+        rows = f"{self.rows} row{'' if self.rows == 1 else 's'}"
+        return (f"{head}; {rows}, largest error {self.max_abs_error:.3g} ({self.max_ulp_error:.3g} ulp), "
                 f"tolerance used {self.tolerance_used:.3g} (at most 1 passes)")
 
     def __repr__(self):

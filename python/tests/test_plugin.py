@@ -79,7 +79,17 @@ def test_an_unknown_marker_setting_is_a_usage_error(tmp_path):
     assert code != 0 and "unknown settings vocabulary" in output, output
 
 
-def test_the_torch_kernel_of_the_readme(tmp_path):
+def test_the_readme_example_passes(tmp_path):
+    pytest.importorskip("torch")
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = re.search(r"```python\n(import pytest, torch\n.*?)```", readme, re.S)
+    assert example, "README.md has no example starting with 'import pytest, torch'"
+    (tmp_path / "test_readme.py").write_text(example.group(1))
+    code, output = pytest_run(tmp_path, tmp_path / "test_readme.py", "--logprobs-seed", 4, "--logprobs-cases", 40)
+    assert code == 0 and "40 passed" in output, output
+
+
+def test_the_torch_kernel_of_the_examples(tmp_path):
     pytest.importorskip("torch")
     torch_examples = EXAMPLES / "test_torch_kernel.py"
     code, output = pytest_run(tmp_path, f"{torch_examples}::test_torch_kernel", "--logprobs-seed", 3,
