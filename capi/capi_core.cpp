@@ -153,6 +153,7 @@ logprobs_status logprobs_backends(logprobs_backend_list** list, logprobs_error**
       e.info.ranks = features.ranks;
       e.info.any_k = features.any_k;
       e.info.sums_in_one_chain = backend->sums_in_one_chain();
+      e.info.claims_canonical_arithmetic = backend->claims_canonical_arithmetic();
       e.info.computes_on_host = backend->computes_on_host();
     }
     // The strings' addresses are final only once the vector stops growing.

@@ -178,10 +178,14 @@ static void reference_and_judging(void) {
   }
   logprobs_result_free(result);
 
-  /* max runs K = 3 (2^2 - 1) and agrees; cpu, when this build has it, any K. */
+  /* max runs K = 3 (2^2 - 1) and agrees, as cpu does with ranks. */
   CHECK(failures, logprobs_run("max", &b.view, 3, 0, &result, NULL) == LOGPROBS_OK);
   logprobs_result_get_view(result, &packed);
   CHECK(failures, first_rule(&b.view, 3, &packed) == -1);
+  logprobs_result_free(result);
+  CHECK(failures, logprobs_run("cpu", &b.view, 3, 1, &result, NULL) == LOGPROBS_OK);
+  logprobs_result_get_view(result, &packed);
+  CHECK(failures, packed.has_ranks && first_rule(&b.view, 3, &packed) == -1);
   logprobs_result_free(result);
 }
 

@@ -59,6 +59,8 @@ int main(void) {
   printf("logprobs_backend_info.any_k %lu\n", (unsigned long)offsetof(logprobs_backend_info, any_k));
   printf("logprobs_backend_info.sums_in_one_chain %lu\n",
          (unsigned long)offsetof(logprobs_backend_info, sums_in_one_chain));
+  printf("logprobs_backend_info.claims_canonical_arithmetic %lu\n",
+         (unsigned long)offsetof(logprobs_backend_info, claims_canonical_arithmetic));
   printf("logprobs_backend_info.computes_on_host %lu\n",
          (unsigned long)offsetof(logprobs_backend_info, computes_on_host));
   printf("logprobs_tolerance size %lu\n", (unsigned long)sizeof(logprobs_tolerance));

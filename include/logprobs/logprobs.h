@@ -153,6 +153,7 @@ typedef struct logprobs_backend_info {
   int32_t ranks;
   int32_t any_k;             /* a K not of the form 2^L - 1 */
   int32_t sums_in_one_chain; /* judged with linear_sum (SPEC §5) */
+  int32_t claims_canonical_arithmetic; /* its bits are the canonical backend's (SPEC §8) */
   int32_t computes_on_host;
 } logprobs_backend_info;
 

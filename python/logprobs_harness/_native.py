@@ -78,7 +78,8 @@ class BackendInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("description", ctypes.c_char_p), ("available", c_i32),
                 ("unavailable_reason", ctypes.c_char_p), ("variant_of", ctypes.c_char_p),
                 ("bf16_logits", c_i32), ("f16_logits", c_i32), ("temperatures", c_i32), ("ranks", c_i32),
-                ("any_k", c_i32), ("sums_in_one_chain", c_i32), ("computes_on_host", c_i32)]
+                ("any_k", c_i32), ("sums_in_one_chain", c_i32), ("claims_canonical_arithmetic", c_i32),
+                ("computes_on_host", c_i32)]
 
 
 class Tolerance(ctypes.Structure):

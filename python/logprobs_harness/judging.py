@@ -16,7 +16,7 @@ from .result import Result
 
 BackendInfo = collections.namedtuple(
     "BackendInfo", "name description available unavailable_reason variant_of bf16_logits f16_logits temperatures "
-                   "ranks any_k sums_in_one_chain computes_on_host")
+                   "ranks any_k sums_in_one_chain claims_canonical_arithmetic computes_on_host")
 Tolerance = collections.namedtuple("Tolerance", "ulps norm_ulps sigma linear_sum")
 Violation = collections.namedtuple("Violation", "rule batch row slot token what message")
 

@@ -42,8 +42,8 @@ def main():
     check(not report.ok and set(report.rules) == {"value"} and report.violations[0].slot == 1,
           f"a value off by 1e-3 fails under the value rule ({report.violations[:1]})")
 
-    case = lh.random_batches(5, 1, k=20, dtype="f32", temperatures=False)[0]  # what cpu implements
-    report = lh.judge(case.batch, 20, lh.run("cpu", case.batch, 20))
+    case = lh.random_batches(5, 1, k=20)[0]
+    report = lh.judge(case.batch, 20, lh.run("cpu", case.batch, 20, ranks=case.ranks))
     check(report.ok, f"cpu agrees on a random case ({case.describe()})")
     smallest, steps, _ = lh.find_counterexample(case.seed, 100, lambda b: b.batch_size >= 2, case.options)
     check(smallest is not None and smallest.batch_size == 2, f"B = {case.batch.batch_size} shrinks to the smallest "

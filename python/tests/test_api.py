@@ -38,6 +38,7 @@ def test_backends_declare_their_parts():
     assert lh.backends()[0].name == "reference"
     assert found["reference"].available and found["reference"].any_k and found["reference"].ranks
     assert found["max"].sums_in_one_chain and not found["max"].any_k and not found["max"].bf16_logits
+    assert found["cpu"].claims_canonical_arithmetic and not found["reference"].claims_canonical_arithmetic
 
 
 @pytest.mark.parametrize("make", [
@@ -173,11 +174,11 @@ def test_assert_agrees_writes_files_that_logprobs_check_replays(tmp_path):
 
 def test_a_backend_result_replays_with_compare(tmp_path):
     batch = small_batch()
-    result = lh.run("cpu", batch, 3)
+    result = lh.run("cpu", batch, 3, ranks=True)
     result._arrays["lp_logits"].data[0:4] = array.array("f", [0.0]).tobytes()  # plant a wrong value
     with pytest.raises(lh.Disagreement) as raised:
         lh.assert_agrees(batch, 3, result, replay_dir=tmp_path)
-    assert raised.value.commands[1].endswith("--k 3 --backends cpu")
+    assert raised.value.commands[1].endswith("--k 3 --ranks --backends cpu")
 
 
 def test_random_cases_are_reproducible_and_honour_their_options():
@@ -231,13 +232,13 @@ def test_files_round_trip_in_both_layouts(tmp_path):
 
 
 def test_calls_from_several_threads():
-    cases = lh.random_batches(11, 8, k=[7, 20], dtype="f32", temperatures=False)  # what cpu implements
+    cases = lh.random_batches(11, 8, k=[7, 20])
     failures = []
 
     def work(case):
         try:
             for _ in range(3):
-                report = lh.judge(case.batch, case.k, lh.run("cpu", case.batch, case.k))
+                report = lh.judge(case.batch, case.k, lh.run("cpu", case.batch, case.k, ranks=case.ranks))
                 assert report.ok, report
                 lh.random_batch(case.seed, 40)
         except BaseException as e:  # noqa: B036 - reported by the main thread

@@ -5,9 +5,9 @@ import pytest
 import logprobs_harness as lh
 
 
-@pytest.mark.logprobs(dtype="f32", temperatures=False)  # the optional parts cpu lacks
 def test_cpu_backend(logprobs_case):
-    logprobs_case.assert_agrees(lh.run("cpu", logprobs_case.batch, logprobs_case.k))
+    case = logprobs_case
+    case.assert_agrees(lh.run("cpu", case.batch, case.k, ranks=case.ranks))
 
 
 def planted_kernel(batch, k):
