@@ -4,6 +4,7 @@ failure carries the files and the logprobs-check command that replay it."""
 import collections
 import contextvars
 import ctypes
+import functools
 import hashlib
 import os
 import shlex
@@ -129,8 +130,14 @@ def _result_from(result, k, layout_arrays):
                         k=k)
 
 
+@functools.lru_cache(maxsize=None)
+def _one_chain_backends():
+    """The backends judged as one f32 chain: fixed for a build, so listed once."""
+    return frozenset(b.name for b in backends() if b.sums_in_one_chain)
+
+
 def _one_chain(backend):
-    return any(b.name == backend and b.sums_in_one_chain for b in backends()) if backend else False
+    return bool(backend) and backend in _one_chain_backends()
 
 
 def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=None, top_tokens=None,
