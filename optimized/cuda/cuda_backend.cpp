@@ -2,11 +2,11 @@
 // device, runs cuda_logprobs on a stream of its own and copies the outputs back.
 #include <cuda_runtime_api.h>
 
-#include <bit>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "batch_view.hpp"
 #include "logprobs/backend.hpp"
 #include "logprobs_cuda.hpp"
 
@@ -14,7 +14,8 @@ namespace logprobs {
 namespace {
 
 void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw std::runtime_error(std::string("cuda backend: ") + what + ": " + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("cuda backend: ") + what + ": " + cudaGetErrorString(err));
 }
 
 // One device allocation, freed on every path out (the backend may throw halfway).
@@ -60,11 +61,19 @@ DeviceBuffer upload(std::span<const T> host, cudaStream_t stream) {
   return buffer;
 }
 
+template <typename T>
+void download(std::span<T> host, const DeviceBuffer& device, cudaStream_t stream) {
+  if (!host.empty())
+    check(cudaMemcpyAsync(host.data(), device.as<T>(), host.size_bytes(), cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync to host");
+}
+
 class CudaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda"; }
   std::string_view description() const override {
-    return "CUDA: 128-bit loads, CUB block reductions, radix-select top-K, rows split over CTAs by V";
+    return "CUDA: SPEC §8's canonical arithmetic, one CTA per segment of 1024, top-K by merge tree or row "
+           "threshold, merges fused into the pass by last-arrival counters";
   }
 
   Availability availability() const override {
@@ -78,42 +87,47 @@ class CudaBackend final : public Backend {
   }
 
   bool computes_on_host() const override { return false; }
-  // Contract v1 so far: f32 logits, K = 2^L - 1, no temperatures or ranks.
-  Features features() const override { return {}; }
+  Features features() const override { return Features::all(); }
+  bool claims_canonical_arithmetic() const override { return true; }
 
  protected:
   void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
     if (out.rows == 0) return;
-    const int levels = std::bit_width(k);  // K = 2^levels - 1 (features(): no other K)
     const Stream stream;
     // Only the logits the batch reads: rows [0, lro[B]), the last of them up to V.
     const std::uint64_t used_rows = batch.logit_row_offsets.back();
     const std::uint64_t logit_count = used_rows == 0 ? 0 : (used_rows - 1) * batch.row_stride + batch.vocab;
-    const DeviceBuffer logits =
-        upload(std::span<const float>(static_cast<const float*>(batch.logits), logit_count), stream.get());
+    const DeviceBuffer logits = upload(
+        std::span<const std::byte>(static_cast<const std::byte*>(batch.logits), logit_count * dtype_bytes(batch.dtype)),
+        stream.get());
     const DeviceBuffer tokens = upload(batch.tokens, stream.get());
     const DeviceBuffer sampled = upload(batch.sampled_tokens, stream.get());
     const DeviceBuffer lro = upload(batch.logit_row_offsets, stream.get());
     const DeviceBuffer tro = upload(batch.token_row_offsets, stream.get());
     const DeviceBuffer loo = upload(batch.lp_output_offsets, stream.get());
+    const DeviceBuffer temperatures = upload(batch.temperatures.value_or(std::span<const float>()), stream.get());
     const DeviceBuffer lp_logits(out.lp_logits.size_bytes());
     const DeviceBuffer lp_tokens(out.lp_tokens.size_bytes());
-    const std::size_t workspace_bytes = cuda_workspace_bytes(out.rows, batch.vocab, levels);
+    const DeviceBuffer lp_ranks(out.ranks ? out.lp_ranks.size_bytes() : 0);
+    const std::size_t workspace_bytes = cuda_workspace_bytes(out.rows, batch.vocab, k);
     const DeviceBuffer workspace(workspace_bytes);
 
-    DeviceBatch device{logits.as<const float>(), used_rows, batch.vocab, batch.row_stride,
-                       tokens.as<const std::uint32_t>(), sampled.as<const std::uint32_t>(),
-                       lro.as<const std::uint32_t>(), tro.as<const std::uint32_t>(), loo.as<const std::uint32_t>(),
-                       batch.batch_size(), out.rows};
-    check(cuda_logprobs(device, levels, {lp_logits.as<float>(), lp_tokens.as<std::uint32_t>()}, workspace.as<void>(),
-                        workspace_bytes, stream.get()),
-          "cuda_logprobs");
-    check(cudaMemcpyAsync(out.lp_logits.data(), lp_logits.as<float>(), out.lp_logits.size_bytes(),
-                          cudaMemcpyDeviceToHost, stream.get()),
-          "cudaMemcpyAsync to host");
-    check(cudaMemcpyAsync(out.lp_tokens.data(), lp_tokens.as<std::uint32_t>(), out.lp_tokens.size_bytes(),
-                          cudaMemcpyDeviceToHost, stream.get()),
-          "cudaMemcpyAsync to host");
+    DeviceBatch device = device_batch_of(batch);  // then the device copies' pointers
+    device.logits = logits.as<const void>();
+    device.rows = used_rows;
+    device.tokens = tokens.as<const std::uint32_t>();
+    device.sampled_tokens = sampled.as<const std::uint32_t>();
+    device.logit_row_offsets = lro.as<const std::uint32_t>();
+    device.token_row_offsets = tro.as<const std::uint32_t>();
+    device.lp_output_offsets = loo.as<const std::uint32_t>();
+    device.temperatures = batch.has_temperatures() ? temperatures.as<const float>() : nullptr;
+    device.output_rows = out.rows;
+    const DeviceOutput device_out{lp_logits.as<float>(), lp_tokens.as<std::uint32_t>(),
+                                  out.ranks ? lp_ranks.as<std::uint32_t>() : nullptr};
+    check(cuda_logprobs(device, k, device_out, workspace.as<void>(), workspace_bytes, stream.get()), "cuda_logprobs");
+    download(out.lp_logits, lp_logits, stream.get());
+    download(out.lp_tokens, lp_tokens, stream.get());
+    if (out.ranks) download(out.lp_ranks, lp_ranks, stream.get());
     check(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
   }
 };

@@ -1,256 +1,302 @@
-// The pure logic of the CUDA backend, shared by the kernels (nvcc) and the CPU tests (g++):
-// the row split fixed by V, the combine of partial (max, sum-exp) pairs, the candidate rule and
-// radix keys, the radix-select state machine, emit positions, the output-row mapping and the
-// launch plan. Nothing here touches the CUDA runtime, so test_cuda_plan.cpp and
-// test_cuda_kernel_model.cpp check every rule the kernels apply without a GPU.
+// The CUDA backend's launch plan as pure functions, shared by the kernels (nvcc), the host model
+// (cuda_kernel_model.hpp) and the plan's tests: which path a (V, K) takes, the merge tree over a
+// row's segments, the workspace layout, the SPEC §2 row mapping, and what each path costs (CTAs,
+// reads of a row, items through one CTA), so that test_cuda_plan.cpp checks on the host that the
+// GPU is kept full.
+//
+// The unit of work is SPEC §8's segment of 1024 entries: one CTA of 128 threads, 8 entries a
+// thread (entry 128 r + t of the segment for thread t, round r). Every row is cut the same way,
+// so decode (1 x 128256) spreads over 126 CTAs, and a row's bits never depend on the grid.
+// Three paths, all giving the same bits (the selection is a total order, the statistics the
+// canonical tree):
+//   stats_only (K = 0)  one pass; the last CTA of a row to finish reduces the segments' partials.
+//   merge_tree          each segment selects its own top-K; nodes of F = 1024 / K children merge
+//                       their children's lists, in the CTA of the last child to finish (an atomic
+//                       counter per node), up to the root, which writes the row. One read of the row.
+//   threshold           large K: pass 1 also counts the candidates' top 11 key bits into a row
+//                       histogram; pass 2 reads the row again and compacts the entries at or above
+//                       the threshold bucket (and counts the next 11 bits), then small passes over
+//                       the compacted entries find the exact threshold, tally each segment's
+//                       selected entries, and write them. Two reads of the row.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
-#if defined(__CUDACC__)
-#define LOGPROBS_HD __host__ __device__ __forceinline__
-#else
-#define LOGPROBS_HD inline
-#endif
+#include "cuda_select.hpp"
+#include "device_batch.hpp"
+#include "logprobs/canonical_arithmetic.hpp"
 
 namespace logprobs::cuda_plan {
 
-// One CTA: 512 threads, each holding 16 logits as four 16-byte quads. A chunk is what one CTA
-// reads of a row in the first pass; its size is a constant, so the split of a row depends on V
-// alone and every reduction tree is fixed by V (SPEC §6: deterministic and batch-invariant).
-inline constexpr int kThreads = 512;
-inline constexpr int kQuadsPerThread = 4;
-inline constexpr int kItemsPerThread = 4 * kQuadsPerThread;
-inline constexpr std::uint64_t kChunkElems = std::uint64_t(kThreads) * kItemsPerThread;  // 8192
-inline constexpr int kRadixBins = 256;
-inline constexpr int kWarpSize = 32;
-inline constexpr int kBinsPerLane = kRadixBins / kWarpSize;  // 8
+// SPEC §1's largest K (logprobs::kMaxK, which this C++17 header cannot include; the tests hold them
+// equal).
+inline constexpr std::uint32_t kMaxK = 65535;
+inline constexpr int kThreads = 128;
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kRounds = 8;  // entries a thread holds
+inline constexpr std::uint64_t kSegment = canonical::kSegment;
+inline constexpr std::uint64_t kCtaItems = std::uint64_t(kThreads) * kRounds;  // what one CTA selects from
+static_assert(kCtaItems == kSegment, "one CTA holds one segment");
+static_assert(kRounds * kWarps == 32, "one warp scans a CTA's per-(round, warp) counts");
+inline constexpr int kMaxMergeDepth = 4;      // deeper trees take the threshold path
+inline constexpr int kMaxTreeLevels = 24;     // V < 2^32: at most 2^22 segments, fan-in >= 2
+inline constexpr int kRowBins = 2048;         // the widest row-level digit (cuda_select.hpp)
+inline constexpr int kThresholdCounters = 4;  // pass 1's root, pass 2, refine, tally
 
-// ---- The split of a row: fixed by V alone --------------------------------------------------
+enum class Path : std::uint8_t { stats_only, merge_tree, threshold };
 
-LOGPROBS_HD std::uint64_t splits_for_vocab(std::uint64_t vocab) { return (vocab + kChunkElems - 1) / kChunkElems; }
+LOGPROBS_HD std::uint64_t segments_for(std::uint64_t vocab) { return (vocab + kSegment - 1) / kSegment; }
 
-// The element index of quad q of thread t in a chunk (coalesced: neighbouring threads read
-// neighbouring 16-byte quads). The layout is the same on the vector and the scalar load path,
-// so a row's reduction order never depends on its alignment.
-LOGPROBS_HD std::uint64_t quad_offset(int quad, int thread) {
-  return 4 * (std::uint64_t(quad) * kThreads + std::uint64_t(thread));
+// ---- The merge tree over a row's segments -----------------------------------------------------
+
+// Level 0 holds the segments; node k of level l + 1 has children [k F, k F + F) of level l (the
+// last node fewer). A row's nodes are numbered level by level: node k of level l is
+// first[l] + k. stats_only and threshold use the one-level tree (fan-in = segments).
+struct Tree {
+  std::uint64_t fan_in;
+  int depth;  // levels above the segments; 0: the one segment is the root
+  std::uint64_t nodes[kMaxTreeLevels + 1];
+  std::uint64_t first[kMaxTreeLevels + 1];
+};
+
+LOGPROBS_HD Tree make_tree(std::uint64_t segments, std::uint64_t fan_in) {
+  Tree t{};
+  t.fan_in = fan_in;
+  t.nodes[0] = segments;
+  while (t.nodes[t.depth] > 1 && t.depth < kMaxTreeLevels) {
+    t.nodes[t.depth + 1] = (t.nodes[t.depth] + fan_in - 1) / fan_in;
+    t.first[t.depth + 1] = t.first[t.depth] + t.nodes[t.depth];
+    ++t.depth;
+  }
+  return t;
 }
 
-// ---- Partial log-sum-exp statistics ----------------------------------------------------------
+LOGPROBS_HD std::uint64_t children_of(const Tree& t, int level, std::uint64_t node) {
+  const std::uint64_t begin = node * t.fan_in, below = t.nodes[level - 1];
+  return below - begin < t.fan_in ? below - begin : t.fan_in;
+}
+// Nodes that hold a list (all but the root) and nodes that count their children (all but the
+// segments).
+LOGPROBS_HD std::uint64_t list_nodes(const Tree& t) { return t.first[t.depth]; }
+LOGPROBS_HD std::uint64_t counted_nodes(const Tree& t) { return t.first[t.depth] + 1 - t.nodes[0]; }
 
-inline constexpr std::uint32_t kHasNaN = 1;
-inline constexpr std::uint32_t kHasPosInf = 2;
+// Item i of a merge (i < F K) is slot i % K of child i / K: children's lists side by side in child
+// order, which is token order, each list in token order.
+struct MergeItem {
+  std::uint64_t child;  // index in the level below
+  std::uint32_t slot;
+};
+LOGPROBS_HD MergeItem merge_item(const Tree& t, std::uint64_t node, std::uint32_t k, std::uint64_t i) {
+  return {node * t.fan_in + i / k, std::uint32_t(i % k)};
+}
 
-// (max, sum of exp(x - max)) over the finite and -inf entries seen; NaN and +inf only set a flag
-// (they make the normalizer NaN, SPEC §3, so they must not poison max or sum on the way).
-// An empty or all -inf part is (-inf, 0).
-struct PartialStats {
-  float max;
-  float sum;
+// Whether `path` can compute (V, K): a merge holds F K <= 1024 items, F >= 2.
+LOGPROBS_HD bool path_valid(std::uint64_t vocab, std::uint32_t k, Path path) {
+  if (path == Path::stats_only) return k == 0;
+  if (k == 0) return false;
+  return path == Path::threshold || segments_for(vocab) == 1 || k <= kCtaItems / 2;
+}
+
+LOGPROBS_HD Path choose_path(std::uint64_t vocab, std::uint32_t k) {
+  if (k == 0) return Path::stats_only;
+  const std::uint64_t segments = segments_for(vocab);
+  if (segments == 1) return Path::merge_tree;  // one CTA holds the row: any K
+  if (k > kCtaItems / 2) return Path::threshold;
+  return make_tree(segments, kCtaItems / k).depth <= kMaxMergeDepth ? Path::merge_tree : Path::threshold;
+}
+
+// ---- Workspace records ------------------------------------------------------------------------
+
+struct RowInfo {  // written once per output row by the prepare kernel
+  std::uint64_t logit_row;
+  std::uint32_t token;
+  std::uint32_t divide;  // a temperature applies (SPEC §2.5)
+  float temperature;
+  float xs;  // x of the evaluated token, after widening and the temperature
+};
+struct SegStats {
+  float max, sum;  // the segment's canonical::Partial
   std::uint32_t flags;
+  std::uint32_t at_least_xs;  // entries with x >= x_s (SPEC §2.9)
 };
-
-LOGPROBS_HD float negative_infinity() {
-  std::uint32_t bits = 0xFF800000u;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-LOGPROBS_HD bool is_finite_value(float x) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return (bits & 0x7F800000u) != 0x7F800000u;
-}
-
-LOGPROBS_HD PartialStats empty_stats() { return {negative_infinity(), 0.0f, 0u}; }
-
-// The flags an entry sets; the entries that count in max and sum are the ones with none set
-// (finite or -inf).
-LOGPROBS_HD std::uint32_t special_flags(float x) {
-  if (x != x) return kHasNaN;
-  if (x > 0.0f && !is_finite_value(x)) return kHasPosInf;
-  return 0u;
-}
-
-// The combine of two partials. Commutative and exact in the max; the sum is rescaled to the new
-// max. Both -inf: (-inf, 0), never exp(-inf - -inf) = NaN.
-template <typename ExpF>
-LOGPROBS_HD PartialStats combine_stats(const PartialStats& a, const PartialStats& b, ExpF exp_fn) {
-  const float m = a.max > b.max ? a.max : b.max;
-  PartialStats out{m, 0.0f, a.flags | b.flags};
-  if (!(m > negative_infinity())) return out;  // nothing finite on either side
-  const float sa = a.max > negative_infinity() ? a.sum * exp_fn(a.max - m) : 0.0f;
-  const float sb = b.max > negative_infinity() ? b.sum * exp_fn(b.max - m) : 0.0f;
-  out.sum = sa + sb;
-  return out;
-}
-
-// n = -(m + log S), NaN for the rows SPEC §3 lists: a NaN or +inf anywhere, or only -inf.
-template <typename LogF>
-LOGPROBS_HD float normalizer(const PartialStats& s, LogF log_fn) {
-  if (s.flags != 0u || !(s.max > negative_infinity())) {
-    std::uint32_t bits = 0x7FC00000u;
-    float nan;
-    std::memcpy(&nan, &bits, sizeof nan);
-    return nan;
-  }
-  return -(s.max + log_fn(s.sum));
-}
-
-// ---- Candidates and radix keys -----------------------------------------------------------
-
-// Order-preserving map of f32 to u32 (larger float, larger key), with 0 reserved for entries
-// that are never candidates (SPEC §2.6: NaN and -inf). The usual flip (negative: invert all
-// bits; positive: set the sign bit) sends -inf to 0x007FFFFF and every NaN either above
-// +inf's 0xFF800000 or below -inf's; those and -inf itself become 0, so every candidate key is
-// at least 0x00800000 (-FLT_MAX) and at most 0xFF800000 (+inf).
-LOGPROBS_HD std::uint32_t radix_key(float x) {
-  if (x != x || !(x > negative_infinity())) return 0u;
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-LOGPROBS_HD float value_of_key(std::uint32_t key) {
-  const std::uint32_t bits = (key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-LOGPROBS_HD bool is_candidate_key(std::uint32_t key) { return key != 0u; }
-
-// ---- Radix select: the K largest keys, most significant byte first ------------------------
-
-// Which keys are selected when the select ends: every key above gt_bound, plus the first `ties`
-// keys equal to tie_key in a fixed item order. Key 0 (not a candidate) is never above gt_bound.
-struct SelectRule {
-  std::uint32_t gt_bound;
-  std::uint32_t tie_key;
-  std::uint32_t ties;
-  std::uint32_t selected;  // how many keys the rule selects: min(K, candidates)
+struct Candidate {
+  float value;
+  std::uint32_t token;
 };
-
-struct RadixState {
-  std::uint32_t prefix;     // digits chosen so far
-  std::uint32_t mask;       // which bits of the prefix are chosen
-  std::uint32_t remaining;  // keys still to select inside the current bucket
-  int shift;                // the digit the next pass histograms
-  std::uint32_t k;
-  bool done;
-  SelectRule rule;
+struct RowSelect {  // the threshold path's row state, from pass 1 on
+  double normalizer;
+  RadixState state;
 };
-
-LOGPROBS_HD RadixState radix_begin(std::uint32_t k) {
-  return {0u, 0u, k, 24, k, k == 0u, {0xFFFFFFFFu, 0u, 0u, 0u}};
-}
-
-// Whether a key is in the current pass's histogram.
-LOGPROBS_HD bool in_bucket(const RadixState& s, std::uint32_t key) {
-  return is_candidate_key(key) && (key & s.mask) == s.prefix;
-}
-
-LOGPROBS_HD int digit_of(const RadixState& s, std::uint32_t key) { return int((key >> s.shift) & 0xFFu); }
-
-// The bucket holding the remaining-th largest key: digit, the count in buckets above it, and the
-// count in it. `above_before` counts keys in bins above top_bin.
-struct DigitPick {
-  int digit;
+struct Tally {  // a segment's selected entries (threshold path), then the prefix before it
   std::uint32_t above;
-  std::uint32_t bucket;
+  std::uint32_t ties;
 };
 
-// Walks bins top_bin, top_bin-1, ... (count of them); the bucket is the first where the running
-// count reaches `remaining`. One warp lane runs this over its 8 bins on the GPU; the CPU oracle
-// runs it over all 256. Returns digit -1 when the bins hold fewer than `remaining` keys.
-LOGPROBS_HD DigitPick pick_digit_in_group(const std::uint32_t* hist, int top_bin, int count,
-                                         std::uint32_t above_before, std::uint32_t remaining) {
-  std::uint32_t above = above_before;
-  for (int i = 0; i < count; ++i) {
-    const int bin = top_bin - i;
-    if (above + hist[bin] >= remaining) return {bin, above, hist[bin]};
-    above += hist[bin];
-  }
-  return {-1, above, 0u};
+// ---- The plan --------------------------------------------------------------------------------
+
+inline constexpr std::uint64_t kDefaultWorkspaceBudget = std::uint64_t(64) << 20;
+
+struct LaunchPlan {
+  std::uint64_t vocab;
+  std::uint64_t segments;
+  std::uint32_t k;
+  Path path;
+  Tree tree;
+  std::uint64_t counters_per_row;
+  std::uint64_t zeroed_words_per_row;  // counters, then the threshold path's three histograms
+  std::uint64_t rows_per_group;        // output rows per round of launches, bounded by the workspace
+  std::uint64_t groups;
+  std::uint64_t workspace_bytes;  // for one group; the launches reuse it group after group
+};
+
+// Byte offsets of the regions of a group's workspace (each 256-byte aligned, per-row arrays
+// row-major).
+struct Layout {
+  std::uint64_t rows, seg, zeroed, scratch, lists, list_counts, select, slice_counts, tallies, bases, slices, total;
+};
+
+LOGPROBS_HD std::uint64_t round_up_256(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Above this many segments the root reduces the first levels of the tree in global scratch.
+inline constexpr std::uint64_t kSharedTreeParts = 256;
+
+LOGPROBS_HD Layout layout_for(const LaunchPlan& p, std::uint64_t rows) {
+  const std::uint64_t s = p.segments;
+  const bool threshold = p.path == Path::threshold;
+  const bool lists = p.path == Path::merge_tree;
+  const std::uint64_t sizes[] = {
+      rows * sizeof(RowInfo),
+      rows * s * sizeof(SegStats),
+      rows * p.zeroed_words_per_row * 4,
+      s > kSharedTreeParts ? rows * s * sizeof(canonical::Partial) : 0,
+      lists ? rows * list_nodes(p.tree) * p.k * sizeof(Candidate) : 0,
+      lists ? rows * list_nodes(p.tree) * 4 : 0,
+      threshold ? rows * sizeof(RowSelect) : 0,
+      threshold ? rows * s * 4 : 0,
+      threshold ? rows * s * sizeof(Tally) : 0,
+      threshold ? rows * s * sizeof(Tally) : 0,
+      threshold ? rows * s * kSegment * sizeof(Candidate) : 0,
+  };
+  std::uint64_t at[12];
+  at[0] = 0;
+  for (int i = 0; i < 11; ++i) at[i + 1] = at[i] + round_up_256(sizes[i]);
+  return {at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], at[11]};
 }
 
-LOGPROBS_HD DigitPick pick_digit(const std::uint32_t* hist, std::uint32_t remaining) {
-  return pick_digit_in_group(hist, kRadixBins - 1, kRadixBins, 0u, remaining);
+// `path` forces a path (the tests run every valid one on the same rows); path_valid must hold.
+LOGPROBS_HD LaunchPlan plan_launch_with(std::uint64_t output_rows, std::uint64_t vocab, std::uint32_t k, Path path,
+                                        std::uint64_t workspace_budget = kDefaultWorkspaceBudget) {
+  LaunchPlan p{};
+  p.vocab = vocab;
+  p.segments = segments_for(vocab);
+  p.k = k;
+  p.path = path;
+  p.tree = make_tree(p.segments, path == Path::merge_tree && p.segments > 1 ? kCtaItems / k : p.segments);
+  const std::uint64_t counted = counted_nodes(p.tree);
+  p.counters_per_row = path == Path::threshold ? kThresholdCounters : (counted > 0 ? counted : 1);  // stats_only: one
+  p.zeroed_words_per_row = (p.counters_per_row + 31) / 32 * 32 + (path == Path::threshold ? 3 * kRowBins : 0);
+  const std::uint64_t per_row = layout_for(p, 1).total;
+  std::uint64_t rows = workspace_budget / per_row;
+  if (rows < 1) rows = 1;
+  if (rows > output_rows) rows = output_rows;
+  p.rows_per_group = rows;
+  p.groups = rows == 0 ? 0 : (output_rows + rows - 1) / rows;
+  p.workspace_bytes = rows == 0 ? 0 : layout_for(p, rows).total;
+  return p;
 }
 
-// The lane of a warp that owns bins [top - 7, top], top = 255 - 8 * lane (lane 0: the highest).
-LOGPROBS_HD int lane_top_bin(int lane) { return kRadixBins - 1 - kBinsPerLane * lane; }
-
-// One pass done: `total` keys were in the histogram (the current bucket), and `pick` was chosen
-// from it when total > remaining. Returns the next state; once done, state.rule is final.
-LOGPROBS_HD RadixState radix_step(RadixState s, std::uint32_t total, const DigitPick& pick) {
-  if (s.done) return s;
-  if (total <= s.remaining) {
-    // Only on the first pass (later passes histogram a bucket holding more than `remaining`):
-    // there are no more candidates than K, so all of them are selected.
-    s.done = true;
-    s.rule = {0u, 0u, 0u, total};
-    return s;
-  }
-  s.prefix |= std::uint32_t(pick.digit) << s.shift;
-  s.mask |= 0xFFu << s.shift;
-  s.remaining -= pick.above;
-  if (pick.bucket == s.remaining) {
-    // The whole bucket is selected: exactly the keys >= prefix. prefix >= 1 here, because a
-    // bucket at prefix 0 that completes K would hold every candidate, and there are more than K.
-    s.done = true;
-    s.rule = {s.prefix - 1u, 0u, 0u, s.k};
-    return s;
-  }
-  if (s.shift == 0) {
-    // Every bit chosen: the bucket is one key value; take `remaining` of its copies.
-    s.done = true;
-    s.rule = {s.prefix, s.prefix, s.remaining, s.k};
-    return s;
-  }
-  s.shift -= 8;
-  return s;
+LOGPROBS_HD LaunchPlan plan_launch(std::uint64_t output_rows, std::uint64_t vocab, std::uint32_t k,
+                                   std::uint64_t workspace_budget = kDefaultWorkspaceBudget) {
+  return plan_launch_with(output_rows, vocab, k, choose_path(vocab, k), workspace_budget);
 }
 
-LOGPROBS_HD bool is_above(const SelectRule& r, std::uint32_t key) { return key > r.gt_bound; }
-LOGPROBS_HD bool is_tie(const SelectRule& r, std::uint32_t key) {
-  return r.ties != 0u && key == r.tie_key && is_candidate_key(key);
+// The regions of a group's workspace as typed pointers (device memory for the kernels, host
+// memory for the model), and each row's part of them.
+struct Workspace {
+  RowInfo* rows;
+  SegStats* seg;                // [row][segment]
+  std::uint32_t* zeroed;        // [row][zeroed_words_per_row]: counters, then histograms
+  canonical::Partial* scratch;  // [row][segment]: the root's tree levels above kSharedTreeParts
+  Candidate* lists;             // [row][list node][K]
+  std::uint32_t* list_counts;   // [row][list node]
+  RowSelect* select;            // [row]
+  std::uint32_t* slice_counts;  // [row][segment]: entries pass 2 kept
+  Tally* tallies;               // [row][segment]
+  Tally* bases;                 // [row][segment]
+  Candidate* slices;            // [row][segment][1024]
+};
+
+LOGPROBS_HD Workspace workspace_at(void* base, const Layout& l) {
+  char* b = static_cast<char*>(base);
+  return {reinterpret_cast<RowInfo*>(b + l.rows),         reinterpret_cast<SegStats*>(b + l.seg),
+          reinterpret_cast<std::uint32_t*>(b + l.zeroed), reinterpret_cast<canonical::Partial*>(b + l.scratch),
+          reinterpret_cast<Candidate*>(b + l.lists),      reinterpret_cast<std::uint32_t*>(b + l.list_counts),
+          reinterpret_cast<RowSelect*>(b + l.select),     reinterpret_cast<std::uint32_t*>(b + l.slice_counts),
+          reinterpret_cast<Tally*>(b + l.tallies),        reinterpret_cast<Tally*>(b + l.bases),
+          reinterpret_cast<Candidate*>(b + l.slices)};
 }
 
-// The threshold filter. If tau is the K-th largest of the per-thread maxima, at least K items
-// are >= tau, so the K-th largest item is >= tau too and no item below tau can be selected:
-// the select may treat them as non-candidates and histogram far fewer keys. candidate_floor
-// reads a lower bound of the K-th largest selected key off a finished rule: the tie key when it
-// took ties, else one above the bound (1 when all candidates were selected: no filter).
-LOGPROBS_HD std::uint32_t candidate_floor(const SelectRule& r) { return r.ties != 0u ? r.tie_key : r.gt_bound + 1u; }
-LOGPROBS_HD std::uint32_t filter_key(std::uint32_t key, std::uint32_t floor) { return key >= floor ? key : 0u; }
-
-// Counts of (above, tie) keys packed in one 64-bit word, so that one block-wide exclusive sum
-// gives both prefixes (each count is below 2^32, so the halves never carry into each other).
-LOGPROBS_HD std::uint64_t pack_counts(std::uint32_t above, std::uint32_t ties) {
-  return (std::uint64_t(above) << 32) | ties;
+// Counter i of a row: a merge-tree node (node k of level l >= 1 is first[l] + k - segments), or the
+// threshold path's passes (0 pass 1, 1 pass 2, 2 refine, 3 tally); stats_only has one.
+LOGPROBS_HD std::uint32_t* row_counter(const Workspace& w, const LaunchPlan& p, std::uint64_t row, std::uint64_t i) {
+  return w.zeroed + row * p.zeroed_words_per_row + i;
 }
-LOGPROBS_HD std::uint32_t above_count(std::uint64_t packed) { return std::uint32_t(packed >> 32); }
-LOGPROBS_HD std::uint32_t tie_count(std::uint64_t packed) { return std::uint32_t(packed); }
-
-// The output position of a key given the selected-order counts before it, or -1 when not selected.
-// Selected keys fill positions 0 .. rule.selected - 1, in item order: a key above the bound
-// follows every above key and every taken tie before it.
-LOGPROBS_HD std::int64_t emit_position(const SelectRule& r, std::uint32_t key, std::uint64_t above_before,
-                                       std::uint64_t ties_before) {
-  if (is_above(r, key)) return std::int64_t(above_before + (ties_before < r.ties ? ties_before : r.ties));
-  if (is_tie(r, key) && ties_before < r.ties) return std::int64_t(above_before + ties_before);
-  return -1;
+LOGPROBS_HD std::uint32_t* node_counter(const Workspace& w, const LaunchPlan& p, std::uint64_t row, int level,
+                                        std::uint64_t node) {
+  return row_counter(w, p, row, p.tree.first[level] + node - p.segments);
+}
+// The threshold path's histogram of digit `level` (kRowBins words).
+LOGPROBS_HD std::uint32_t* row_histogram(const Workspace& w, const LaunchPlan& p, std::uint64_t row, int level) {
+  return row_counter(w, p, row, (p.counters_per_row + 31) / 32 * 32 + std::uint64_t(level) * kRowBins);
+}
+LOGPROBS_HD Candidate* node_list(const Workspace& w, const LaunchPlan& p, std::uint64_t row, int level,
+                                 std::uint64_t node) {
+  return w.lists + (row * list_nodes(p.tree) + p.tree.first[level] + node) * p.k;
+}
+LOGPROBS_HD std::uint32_t* node_count(const Workspace& w, const LaunchPlan& p, std::uint64_t row, int level,
+                                      std::uint64_t node) {
+  return w.list_counts + row * list_nodes(p.tree) + p.tree.first[level] + node;
+}
+LOGPROBS_HD std::uint64_t row_segment(const LaunchPlan& p, std::uint64_t row, std::uint64_t segment) {
+  return row * p.segments + segment;
 }
 
-// ---- SPEC §2 steps 1-4 on the device ------------------------------------------------------
+// What every kernel is given for one group of output rows (and the host model, on host memory).
+struct GroupArgs {
+  DeviceBatch batch;
+  DeviceOutput out;
+  LaunchPlan plan;
+  Workspace ws;
+  std::uint64_t row_begin;  // the group's first output row
+  std::uint64_t rows;       // output rows in the group
+};
+
+// ---- What a plan costs (test_cuda_plan.cpp holds these to the targets) ---------------
+
+// CTAs of the first pass for a group of `rows` rows: one per (row, segment).
+LOGPROBS_HD std::uint64_t first_pass_ctas(const LaunchPlan& p, std::uint64_t rows) { return rows * p.segments; }
+// Times each logit of a row is read from memory (plus the evaluated token's once, in prepare).
+LOGPROBS_HD int row_reads(const LaunchPlan& p) { return p.path == Path::threshold ? 2 : 1; }
+LOGPROBS_HD std::uint64_t logit_bytes_read_per_row(const LaunchPlan& p, std::uint64_t dtype_bytes) {
+  return (std::uint64_t(row_reads(p)) * p.vocab + 1) * dtype_bytes;
+}
+// Kernels launched per group: prepare and pass 1 (which fuses the merge), plus the threshold
+// path's pass 2, refine, tally and emit.
+LOGPROBS_HD int kernels_per_group(const LaunchPlan& p) { return p.path == Path::threshold ? 6 : 2; }
+// The most of a row's data any one CTA works through: a segment or a merge (<= 1024 entries or
+// list slots), or a root's tree and the threshold path's prefix over the row's segments (one
+// partial or tally each); besides those, only histograms of a fixed 2048 bins. Never the row,
+// once the row has more than one segment.
+LOGPROBS_HD std::uint64_t largest_cta_items(const LaunchPlan& p) {
+  return p.segments > kCtaItems ? p.segments : kCtaItems;
+}
+
+// ---- SPEC §2 steps 1-4 on the device -----------------------------------------------------------
 
 struct DeviceRowTask {
   std::uint64_t logit_row;
   std::uint32_t token;
+  std::uint64_t batch_item;
 };
 
 // Output row o of a validated batch: b is the last batch with loo[b] <= o (empty batches share
@@ -261,75 +307,15 @@ LOGPROBS_HD DeviceRowTask map_output_row(std::uint64_t o, std::uint64_t batch_si
   std::uint64_t lo = 0, hi = batch_size;  // invariant: loo[lo] <= o < loo[hi]
   while (hi - lo > 1) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (loo[mid] <= o) lo = mid; else hi = mid;
+    if (loo[mid] <= o)
+      lo = mid;
+    else
+      hi = mid;
   }
   const std::uint64_t b = lo;
   const std::uint64_t r = std::uint64_t(loo[b + 1]) - o - 1;
   const std::uint32_t token = r == 0 ? sampled[b] : tokens[std::uint64_t(tro[b + 1]) - r];
-  return {std::uint64_t(lro[b + 1]) - r - 1, token};
-}
-
-// ---- The launch plan ------------------------------------------------------------------------
-
-// Two kernels per group of output rows. Pass 1: one CTA per (row, chunk) computes the chunk's
-// partial stats and, on the register path, its own top-K. Pass 2: one CTA per row combines the
-// partials in chunk order and selects the row's top-K, either from the chunks' candidates held
-// in registers (splits * K fits one CTA's items) or by a radix select streamed over the row again
-// (large K or huge V). Both choices depend on V and levels alone.
-struct Candidate {
-  float value;
-  std::uint32_t token;
-};
-
-struct ChunkStats {
-  PartialStats stats;
-  std::uint32_t kept;  // candidates this chunk wrote (register path)
-};
-
-struct LaunchPlan {
-  std::uint64_t splits;          // chunks per row
-  std::uint32_t k;               // top slots
-  bool register_merge;           // pass 2 selects from the chunks' candidates, else streams the row
-  std::uint64_t rows_per_group;  // output rows per pair of launches, bounded by the workspace
-  std::uint64_t groups;
-  std::uint64_t stats_bytes_per_row;
-  std::uint64_t candidate_bytes_per_row;
-  std::uint64_t workspace_bytes;  // for one group; the launches reuse it group after group
-};
-
-inline constexpr std::uint64_t kMergeCapacity = std::uint64_t(kThreads) * kItemsPerThread;
-inline constexpr std::uint64_t kDefaultWorkspaceBudget = std::uint64_t(64) << 20;
-
-LOGPROBS_HD std::uint64_t round_up_256(std::uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-LOGPROBS_HD LaunchPlan plan_launch(std::uint64_t output_rows, std::uint64_t vocab, int levels,
-                                   std::uint64_t workspace_budget = kDefaultWorkspaceBudget) {
-  LaunchPlan p{};
-  p.splits = splits_for_vocab(vocab);
-  p.k = levels <= 0 ? 0u : (1u << levels) - 1u;
-  p.register_merge = p.splits * p.k <= kMergeCapacity;
-  p.stats_bytes_per_row = p.splits * sizeof(ChunkStats);
-  p.candidate_bytes_per_row = p.register_merge ? p.splits * p.k * sizeof(Candidate) : 0;
-  const std::uint64_t per_row = p.stats_bytes_per_row + p.candidate_bytes_per_row;
-  std::uint64_t rows = per_row == 0 ? output_rows : workspace_budget / per_row;
-  if (rows < 1) rows = 1;
-  if (rows > output_rows) rows = output_rows;
-  p.rows_per_group = rows;
-  p.groups = rows == 0 ? 0 : (output_rows + rows - 1) / rows;
-  p.workspace_bytes = round_up_256(rows * p.stats_bytes_per_row) + round_up_256(rows * p.candidate_bytes_per_row);
-  return p;
-}
-
-// The items one pass-2 CTA holds on the register path: chunk c's candidate j is item
-// c * K + j, held by thread item % kThreads as its item / kThreads.
-LOGPROBS_HD int merge_items_per_thread(const LaunchPlan& p) {
-  return int((p.splits * p.k + kThreads - 1) / kThreads);
-}
-
-// CTAs to launch for `work` independent CTA-sized items: a grid-stride loop covers the rest, so
-// the count never overflows gridDim.x and never changes what any item computes.
-LOGPROBS_HD std::uint32_t grid_size(std::uint64_t work, std::uint32_t max_ctas) {
-  return std::uint32_t(work < max_ctas ? work : max_ctas);
+  return {std::uint64_t(lro[b + 1]) - r - 1, token, b};
 }
 
 }  // namespace logprobs::cuda_plan

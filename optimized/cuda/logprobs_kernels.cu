@@ -1,216 +1,178 @@
-// The CUDA backend's kernels: log-softmax, top-K and the evaluated token's value of every output
-// row, reading each logit once on the common path.
+// The CUDA backend's kernels for every path (cuda_plan.hpp says which a (V, K) takes), and
+// cuda_logprobs. Per group of output rows:
+//   prepare_rows   one CTA per row: its logit row, evaluated token, temperature and x_s, and its
+//                  counters and histograms zeroed.
+//   first_pass<P>  one CTA per (row, segment of 1024): the segment's canonical partial, flags and
+//                  rank count; then, by path, nothing more (stats_only), the segment's top-K and the
+//                  merges up the tree (merge_tree), or the row histogram of the first key digit
+//                  (threshold). The last CTA to finish a row (a node, for merge_tree) goes on to
+//                  the row's root work, so no merge waits for a launch of its own.
+//   the threshold path's four passes over compacted entries (threshold_kernels.cu).
 //
-// Pass 1 (chunk_pass): one CTA per (output row, chunk of 8192 logits). Each thread loads its 16
-// logits as four 16-byte quads and keeps them in registers; the CTA reduces (max, sum-exp) with
-// CUB's BlockReduce and, when the row's candidates will fit pass 2's registers, radix-selects
-// the chunk's own top-K from registers and writes it to the workspace.
-// Pass 2 (row_pass): one CTA per output row combines the row's chunk partials in chunk order
-// into the normalizer, selects the row's top-K from the chunks' candidates (register path) or
-// by a radix select streamed over the row again (large K or huge V), and writes the outputs.
-//
-// Why this is deterministic and batch-invariant (SPEC §6): every reduction has a fixed shape
-// given V (chunk size is a constant, CUB's block primitives reduce in a fixed order, partials
-// are combined in chunk order), a thread's items are the same on the vector and scalar load
-// paths, and the only atomics are integer histogram counts, whose sums do not depend on order.
-// Every output position comes from a block-wide exclusive scan, never from an atomic counter.
+// Why the bits are SPEC §8's and do not depend on the launch (SPEC §6): every sum has the
+// definition's order (segment_math.hpp; the root reduces the segments' partials by the pairwise
+// tree in a fixed order, whichever CTA is last), the selection is exact under one total order, and
+// every output position is a count of selected items before it in token order. Atomics only add
+// integers (histograms, arrival counters).
 #include <cstdint>
 
-#include "block_select.cuh"
-#include "cuda_plan.hpp"
+#include "kernel_args.cuh"
 #include "logprobs_cuda.hpp"
 
 namespace logprobs {
+namespace cuda_kernels {
 namespace {
 
-using namespace cuda_plan;
-
-__device__ DeviceRowTask row_task(const DeviceBatch& b, std::uint64_t output_row) {
-  return map_output_row(output_row, b.batch_size, b.lp_output_offsets, b.logit_row_offsets, b.token_row_offsets,
-                        b.tokens, b.sampled_tokens);
+__global__ void __launch_bounds__(kThreads) prepare_rows(Args a) {
+  const std::uint64_t local = blockIdx.x;
+  if (threadIdx.x == 0) a.ws.rows[local] = row_info_of(a, local);
+  std::uint32_t* zeroed = row_counter(a.ws, a.plan, local, 0);
+  for (std::uint64_t i = threadIdx.x; i < a.plan.zeroed_words_per_row; i += kThreads) zeroed[i] = 0;
 }
 
-// SelectTopK false: statistics only (levels 0, or the streamed select), which needs far fewer
-// registers than the select and so keeps more CTAs in flight per SM.
-template <bool SelectTopK>
-__global__ void __launch_bounds__(kThreads) chunk_pass(DeviceBatch b, LaunchPlan p, std::uint64_t row_begin,
-                                                       std::uint64_t rows, ChunkStats* stats, Candidate* candidates) {
-  __shared__ SharedStorage sh;
-  const std::uint64_t work = rows * p.splits;
-  for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    const std::uint64_t chunk = w % p.splits;
-    const DeviceRowTask task = row_task(b, row_begin + w / p.splits);
-    const float* row = b.logits + task.logit_row * b.row_stride;
-    const std::uint64_t start = chunk * kChunkElems;
-    const std::uint64_t len = b.vocab - start < kChunkElems ? b.vocab - start : kChunkElems;
+// Shared memory by path: only what the path uses, so that the statistics-only pass keeps the
+// most CTAs in flight.
+template <Path P>
+struct FirstPassShared {
+  SegmentShared seg;
+  Histogram<P == Path::threshold ? kRowBins : (P == Path::merge_tree ? 256 : 32)> hist;
+  EmitShared emit;
+  bool last;
+};
 
-    float x[kItemsPerThread];
-    load_chunk(row, start, len, x);
-    const PartialStats chunk_stats = BlockReduceStats(sh.cub.reduce).Reduce(thread_stats(x), CombineStats{});
+__device__ RowStats row_stats_of(const Args& a, std::uint64_t local, SegmentShared& sh) {
+  const std::uint64_t first = row_segment(a.plan, local, 0);
+  return root_stats(a.ws.seg + first, a.plan.segments, a.ws.scratch + first, sh);
+}
 
-    std::uint32_t kept = 0;
-    if constexpr (SelectTopK) {
-      // The select reads the logits from shared memory, each thread only its own (bank-conflict
-      // free: item i of thread t at i * 512 + t). Held in registers across the select's passes
-      // they cost ~120 registers a thread, one CTA per SM, and no overlap of one CTA's loads
-      // with another's select.
-      __shared__ float tile[kItemsPerThread * kThreads];
+// The root of a merge tree: the row's statistics, then its top slots from the root's selection.
+__device__ void write_root(const Args& a, std::uint64_t local, const SelectRule& rule, const float (&v)[kRounds],
+                           const std::uint32_t (&token)[kRounds], FirstPassShared<Path::merge_tree>& sh) {
+  const RowStats row = row_stats_of(a, local, sh.seg);
+  const std::uint64_t o = a.row_begin + local, width = std::uint64_t(a.plan.k) + 1;
+  float* values = a.out.lp_logits + o * width;
+  std::uint32_t* tokens = a.out.lp_tokens + o * width;
+  block_emit([&](int r) { return radix_key(v[r]); }, rule, 0, 0, sh.emit,
+             [&](int r, std::uint64_t pos) {
+               values[pos] = canonical::output_value(v[r], row.normalizer);
+               tokens[pos] = token[r];
+             });
+  write_row_tail(a, local, row, rule.selected, int(threadIdx.x), kThreads);
+}
+
+// The segment's own top-K, then, for as long as this CTA is the last child of its parent, the
+// parent's merge of its children's lists (at most F K = 1024 items), up to the root.
+__device__ void merge_up(const Args& a, std::uint64_t local, std::uint64_t segment, const float (&x)[kRounds],
+                         FirstPassShared<Path::merge_tree>& sh) {
+  const LaunchPlan& p = a.plan;
+  float v[kRounds];
+  std::uint32_t token[kRounds];
 #pragma unroll
-      for (int i = 0; i < kItemsPerThread; ++i) tile[i * kThreads + threadIdx.x] = x[i];
-      __syncthreads();  // also: the scan below reuses the reduce's shared memory
-      const auto value = [&](int i) { return tile[i * kThreads + threadIdx.x]; };
-      const auto raw_key = [&](int i) { return radix_key(value(i)); };
-      const std::uint32_t floor = block_candidate_floor<kItemsPerThread>(raw_key, p.k, sh.select);
-      const auto key_of = [&](int i) { return filter_key(radix_key(value(i)), floor); };
-      const SelectRule rule = select_from_registers<kItemsPerThread>(key_of, p.k, sh.select);
-      Candidate* out = candidates + w * p.k;
-      emit_selected<kItemsPerThread>(key_of, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
-        out[pos] = Candidate{value(i), std::uint32_t(start + item_offset(i))};
-      });
-      kept = rule.selected;
-    }
-    if (threadIdx.x == 0) stats[w] = ChunkStats{chunk_stats, kept};
-    __syncthreads();  // the next work item reuses shared memory
+  for (int r = 0; r < kRounds; ++r) {
+    v[r] = x[r];
+    token[r] = std::uint32_t(segment * kSegment + item_of(r, threadIdx.x));
   }
-}
-
-// The K largest logits of a whole row, streamed from memory: a histogram pass per radix digit
-// (at most four), then a pass that writes the selected entries in row order. For large K and
-// huge V only; the row is usually still in L2 from pass 1.
-template <typename Write>
-__device__ std::uint32_t select_streaming(const float* row, std::uint64_t vocab, std::uint32_t k, SharedStorage& sh,
-                                          Write write) {
-  const std::uint64_t tiles = splits_for_vocab(vocab);
-  RadixState st = radix_begin(k);
-  while (!st.done) {
-    clear_histogram(sh.select);
-    for (std::uint64_t tile = 0; tile < tiles; ++tile) {
-      const std::uint64_t start = tile * kChunkElems;
-      float x[kItemsPerThread];
-      load_chunk(row, start, vocab - start < kChunkElems ? vocab - start : kChunkElems, x);
+  const auto key_of = [&](int r) { return radix_key(v[r]); };
+  int level = 0;
+  std::uint64_t node = segment;
+  for (;;) {
+    const SelectRule rule = block_select(key_of, p.k, sh.hist);
+    if (level == p.tree.depth) return write_root(a, local, rule, v, token, sh);
+    Candidate* list = node_list(a.ws, p, local, level, node);
+    block_emit(key_of, rule, 0, 0, sh.emit, [&](int r, std::uint64_t pos) { list[pos] = Candidate{v[r], token[r]}; });
+    if (threadIdx.x == 0) *node_count(a.ws, p, local, level, node) = rule.selected;
+    node /= p.tree.fan_in;
+    ++level;
+    if (!arrive_last(node_counter(a.ws, p, local, level, node), children_of(p.tree, level, node), sh.last)) return;
 #pragma unroll
-      for (int i = 0; i < kItemsPerThread; ++i) {
-        const std::uint32_t key = radix_key(x[i]);
-        histogram_add(sh.select, in_bucket(st, key), digit_of(st, key));
-      }
+    for (int r = 0; r < kRounds; ++r) {
+      const Candidate c = merge_candidate(a, local, level, node, item_of(r, threadIdx.x));
+      v[r] = c.value;
+      token[r] = c.token;
     }
-    st = finish_pass(st, sh.select);
   }
-  std::uint64_t above_base = 0, ties_base = 0;
-  for (std::uint64_t tile = 0; tile < tiles; ++tile) {
-    const std::uint64_t start = tile * kChunkElems;
-    float x[kItemsPerThread];
-    load_chunk(row, start, vocab - start < kChunkElems ? vocab - start : kChunkElems, x);
-    const unsigned long long total = emit_selected<kItemsPerThread>([&](int i) { return radix_key(x[i]); }, st.rule, sh.cub.scan, above_base, ties_base,
-                                                   [&](int i, std::uint64_t pos) {
-                                                     write(pos, x[i], std::uint32_t(start + item_offset(i)));
-                                                   });
-    above_base += above_count(total);
-    ties_base += tie_count(total);
-    __syncthreads();  // the next tile's scan reuses the temp storage
-  }
-  return st.rule.selected;
 }
 
-template <bool RegisterMerge>
-__global__ void __launch_bounds__(kThreads) row_pass(DeviceBatch b, LaunchPlan p, std::uint64_t row_begin,
-                                                     std::uint64_t rows, const ChunkStats* stats,
-                                                     const Candidate* candidates, DeviceOutput out) {
-  __shared__ SharedStorage sh;
-  const std::uint64_t width = std::uint64_t(p.k) + 1;
-  for (std::uint64_t local = blockIdx.x; local < rows; local += gridDim.x) {
-    const std::uint64_t o = row_begin + local;
-    const DeviceRowTask task = row_task(b, o);
-    const float* row = b.logits + task.logit_row * b.row_stride;
-    const ChunkStats* row_stats = stats + local * p.splits;
-
-    // Thread t combines chunks t, t + 512, ... in order, then the fixed block tree.
-    PartialStats mine = empty_stats();
-    for (std::uint64_t c = threadIdx.x; c < p.splits; c += kThreads) mine = combine_stats(mine, row_stats[c].stats, ExpF{});
-    const PartialStats total = BlockReduceStats(sh.cub.reduce).Reduce(mine, CombineStats{});
-    if (threadIdx.x == 0) sh.normalizer = normalizer(total, LogF{});
-    __syncthreads();
-    const float n = sh.normalizer;
-    float* values = out.lp_logits + o * width;
-    std::uint32_t* tokens = out.lp_tokens + o * width;
-
-    std::uint32_t selected = 0;
-    if (p.k > 0) {
-      if constexpr (RegisterMerge) {
-        // Chunk c's candidate j is item c * K + j; only the first `kept` of a chunk are written.
-        const Candidate* row_candidates = candidates + local * p.splits * p.k;
-        const std::uint64_t items = p.splits * p.k;
-        // An empty item holds -inf, whose key (0) is never a candidate.
-        Candidate held[kItemsPerThread];
+// The threshold path's first histogram: every candidate's top 11 key bits, added to the row's.
+__device__ void count_first_digit(const Args& a, std::uint64_t local, const float (&x)[kRounds],
+                                  Histogram<kRowBins>& h) {
+  const RadixState st = radix_begin(a.plan.k, Digits::row);
+  hist_clear(h);
 #pragma unroll
-        for (int i = 0; i < kItemsPerThread; ++i) {
-          const std::uint64_t e = std::uint64_t(i) * kThreads + threadIdx.x;
-          held[i] = Candidate{negative_infinity(), 0u};
-          if (e < items && e % p.k < row_stats[e / p.k].kept) held[i] = row_candidates[e];
-        }
-        const auto raw_key = [&](int i) { return radix_key(held[i].value); };
-        const std::uint32_t floor = block_candidate_floor<kItemsPerThread>(raw_key, p.k, sh.select);
-        const auto key_of = [&](int i) { return filter_key(radix_key(held[i].value), floor); };
-        const SelectRule rule = select_from_registers<kItemsPerThread>(key_of, p.k, sh.select);
-        emit_selected<kItemsPerThread>(key_of, rule, sh.cub.scan, 0, 0, [&](int i, std::uint64_t pos) {
-          values[pos] = held[i].value + n;
-          tokens[pos] = held[i].token;
-        });
-        selected = rule.selected;
-      } else {
-        selected = select_streaming(row, b.vocab, p.k, sh, [&](std::uint64_t pos, float x, std::uint32_t token) {
-          values[pos] = x + n;
-          tokens[pos] = token;
-        });
-      }
-    }
-    // Fewer candidates than K: padding (V, -inf + n), NaN when n is (SPEC §3).
-    for (std::uint64_t slot = selected + threadIdx.x; slot < p.k; slot += kThreads) {
-      values[slot] = negative_infinity() + n;
-      tokens[slot] = std::uint32_t(b.vocab);
-    }
-    if (threadIdx.x == 0) {
-      values[p.k] = __ldg(row + task.token) + n;
-      tokens[p.k] = task.token;
-    }
-    __syncthreads();  // the next row reuses shared memory
+  for (int r = 0; r < kRounds; ++r) {
+    const std::uint32_t key = radix_key(x[r]);
+    hist_add(h.bins, in_bucket(st, key), digit_of(st, key));
   }
+  hist_flush(h, row_histogram(a.ws, a.plan, local, 0), kRowBins);
 }
 
-// Grid-stride loops cover any amount of work; this caps a launch at a sane size.
-constexpr std::uint32_t kMaxCtas = 1u << 20;
+// The last CTA of a row (stats_only, threshold): the row's statistics and its tail; for the
+// threshold path also the first digit's pick and the row state for the passes after this one.
+template <Path P>
+__device__ void finish_row(const Args& a, std::uint64_t local, FirstPassShared<P>& sh) {
+  const RowStats row = row_stats_of(a, local, sh.seg);
+  std::uint32_t selected = 0;
+  if constexpr (P == Path::threshold) {
+    hist_load(sh.hist, row_histogram(a.ws, a.plan, local, 0), kRowBins);
+    const RadixState st = finish_histogram(radix_begin(a.plan.k, Digits::row), sh.hist);
+    selected = sh.hist.total < a.plan.k ? sh.hist.total : a.plan.k;  // the row's candidates, at most K
+    if (threadIdx.x == 0) a.ws.select[local] = RowSelect{row.normalizer, st};
+  }
+  write_row_tail(a, local, row, selected, int(threadIdx.x), kThreads);
+}
+
+template <Path P>
+__global__ void __launch_bounds__(kThreads) first_pass(Args a) {
+  __shared__ FirstPassShared<P> sh;
+  const LaunchPlan& p = a.plan;
+  const std::uint64_t local = blockIdx.x / p.segments, segment = blockIdx.x % p.segments;
+  const RowInfo info = a.ws.rows[local];
+  float x[kRounds];
+  const std::uint64_t n = load_segment(a, info, segment, int(threadIdx.x), x);
+  const SegStats stats = segment_stats(x, n, info.xs, sh.seg);
+  if (threadIdx.x == 0) a.ws.seg[row_segment(p, local, segment)] = stats;
+  if constexpr (P == Path::merge_tree) {
+    merge_up(a, local, segment, x, sh);
+  } else {
+    if constexpr (P == Path::threshold) count_first_digit(a, local, x, sh.hist);
+    if (arrive_last(row_counter(a.ws, p, local, 0), p.segments, sh.last)) finish_row<P>(a, local, sh);
+  }
+}
 
 }  // namespace
+}  // namespace cuda_kernels
 
-std::size_t cuda_workspace_bytes(std::uint64_t output_rows, std::uint64_t vocab, int levels) {
-  return output_rows == 0 ? 0 : std::size_t(plan_launch(output_rows, vocab, levels).workspace_bytes);
+std::size_t cuda_workspace_bytes(std::uint64_t output_rows, std::uint64_t vocab, std::uint32_t k) {
+  if (output_rows == 0 || k > cuda_plan::kMaxK) return 0;
+  return std::size_t(cuda_plan::plan_launch(output_rows, vocab, k).workspace_bytes);
 }
 
-cudaError_t cuda_logprobs(const DeviceBatch& batch, int levels, const DeviceOutput& out, void* workspace,
+cudaError_t cuda_logprobs(const DeviceBatch& batch, std::uint32_t k, const DeviceOutput& out, void* workspace,
                           std::size_t workspace_bytes, cudaStream_t stream) {
-  if (levels < 0 || levels > 16) return cudaErrorInvalidValue;
+  using namespace cuda_kernels;
+  if (k > kMaxK) return cudaErrorInvalidValue;
   if (batch.output_rows == 0) return cudaSuccess;
-  const LaunchPlan p = plan_launch(batch.output_rows, batch.vocab, levels);
+  const LaunchPlan p = plan_launch(batch.output_rows, batch.vocab, k);
   if (workspace == nullptr || workspace_bytes < p.workspace_bytes) return cudaErrorInvalidValue;
-  auto* stats = static_cast<ChunkStats*>(workspace);
-  auto* candidates = reinterpret_cast<Candidate*>(static_cast<char*>(workspace) +
-                                                  round_up_256(p.rows_per_group * p.stats_bytes_per_row));
+  const Workspace ws = workspace_at(workspace, layout_for(p, p.rows_per_group));
   for (std::uint64_t g = 0; g < p.groups; ++g) {
     const std::uint64_t row_begin = g * p.rows_per_group;
-    const std::uint64_t rows =
-        batch.output_rows - row_begin < p.rows_per_group ? batch.output_rows - row_begin : p.rows_per_group;
-    const std::uint32_t chunk_ctas = grid_size(rows * p.splits, kMaxCtas);
-    if (p.register_merge && p.k > 0) {
-      chunk_pass<true><<<chunk_ctas, kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates);
-    } else {
-      chunk_pass<false><<<chunk_ctas, kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates);
-    }
-    if (p.register_merge) {
-      row_pass<true><<<grid_size(rows, kMaxCtas), kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates,
-                                                                         out);
-    } else {
-      row_pass<false><<<grid_size(rows, kMaxCtas), kThreads, 0, stream>>>(batch, p, row_begin, rows, stats, candidates,
-                                                                          out);
+    const std::uint64_t left = batch.output_rows - row_begin;
+    const Args a{batch, out, p, ws, row_begin, left < p.rows_per_group ? left : p.rows_per_group};
+    // One CTA per work item: the workspace bounds a group to fewer than 2^31 (cuda_plan.hpp).
+    prepare_rows<<<unsigned(a.rows), kThreads, 0, stream>>>(a);
+    const unsigned ctas = unsigned(first_pass_ctas(p, a.rows));
+    switch (p.path) {
+      case Path::stats_only:
+        first_pass<Path::stats_only><<<ctas, kThreads, 0, stream>>>(a);
+        break;
+      case Path::merge_tree:
+        first_pass<Path::merge_tree><<<ctas, kThreads, 0, stream>>>(a);
+        break;
+      case Path::threshold:
+        first_pass<Path::threshold><<<ctas, kThreads, 0, stream>>>(a);
+        if (const cudaError_t err = launch_threshold_passes(a, stream); err != cudaSuccess) return err;
+        break;
     }
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   }
@@ -218,11 +180,15 @@ cudaError_t cuda_logprobs(const DeviceBatch& batch, int levels, const DeviceOutp
 }
 
 cudaError_t cuda_kernels_loadable() {
+  using namespace cuda_kernels;
   cudaFuncAttributes attributes{};
-  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, chunk_pass<true>); err != cudaSuccess) return err;
-  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, chunk_pass<false>); err != cudaSuccess) return err;
-  if (const cudaError_t err = cudaFuncGetAttributes(&attributes, row_pass<true>); err != cudaSuccess) return err;
-  return cudaFuncGetAttributes(&attributes, row_pass<false>);
+  for (const void* kernel :
+       {reinterpret_cast<const void*>(prepare_rows), reinterpret_cast<const void*>(first_pass<Path::stats_only>),
+        reinterpret_cast<const void*>(first_pass<Path::merge_tree>),
+        reinterpret_cast<const void*>(first_pass<Path::threshold>)}) {
+    if (const cudaError_t err = cudaFuncGetAttributes(&attributes, kernel); err != cudaSuccess) return err;
+  }
+  return threshold_kernels_loadable();
 }
 
 }  // namespace logprobs

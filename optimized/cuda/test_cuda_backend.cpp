@@ -1,7 +1,9 @@
 // The `cuda` backend on a device: agreement with the input and the reference (SPEC §5, judged by
-// the harness's comparator), determinism and batch invariance (SPEC §6). Every test that
+// the harness's comparator), the canonical backend's bits (SPEC §8), determinism and batch
+// invariance (SPEC §6), and a batch past 2^32 elements filled on the device. Every test that
 // needs a GPU skips with the reason when none is present; the host-side checks (argument
-// errors, validation before any copy, the availability reason) run everywhere.
+// errors, validation before any copy, the availability reason, the declared parts) run everywhere.
+#include <cuda_runtime.h>  // the typed cudaMalloc overloads
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "harness/half_precision.hpp"
 #include "harness/judge.hpp"
 #include "logprobs_cuda.hpp"
+#include "test_cuda_fill.hpp"
 #include "tests/verdict_assertion.hpp"
 
 namespace logprobs {
@@ -102,8 +106,20 @@ BatchData make_batch(std::uint64_t vocab, std::uint64_t stride, const std::vecto
   return b;
 }
 
-void expect_agrees(const BatchData& batch, int levels, const ResultData& got, const std::string& where) {
-  ASSERT_TRUE(testing_support::agrees(judge_against_reference(batch, levels, got))) << where;
+const Backend& canonical() { return *find_backend(kCanonicalName); }
+
+// Within SPEC §5's tolerance of the reference, and SPEC §8's bits: the canonical backend's.
+void expect_agrees(const BatchData& batch, std::uint32_t k, bool ranks, const std::string& where) {
+  const ResultData got = run_backend(cuda(), batch, k, ranks);
+  ASSERT_TRUE(testing_support::agrees(judge_against_reference(batch, k, got))) << where;
+  ASSERT_EQ(first_bit_difference(got, run_backend(canonical(), batch, k, ranks)), "") << where;
+}
+
+// K on both sides of every path boundary at V = 128256 (cuda_plan.hpp): statistics only, the
+// merge tree at depth 1 to 4, the threshold path.
+const std::vector<std::uint32_t>& ks() {
+  static const std::vector<std::uint32_t> all = {0, 1, 5, 7, 20, 127, 255, 256, 257, 4095, 65535};
+  return all;
 }
 
 // ---- Everywhere ---------------------------------------------------------------------------
@@ -128,8 +144,7 @@ TEST(CudaHost, DeviceApiRejectsBadArgumentsWithoutTouchingTheDevice) {
   DeviceBatch batch;
   batch.vocab = 100;
   batch.output_rows = 3;
-  EXPECT_EQ(cuda_logprobs(batch, 17, {}, nullptr, 0, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cuda_logprobs(batch, -1, {}, nullptr, 0, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda_logprobs(batch, 65536, {}, nullptr, 0, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cuda_logprobs(batch, 3, {}, nullptr, 0, nullptr), cudaErrorInvalidValue);  // no workspace
   const std::size_t need = cuda_workspace_bytes(3, 100, 3);
   EXPECT_GT(need, 0u);
@@ -138,6 +153,13 @@ TEST(CudaHost, DeviceApiRejectsBadArgumentsWithoutTouchingTheDevice) {
   batch.output_rows = 0;
   EXPECT_EQ(cuda_logprobs(batch, 3, {}, nullptr, 0, nullptr), cudaSuccess);  // nothing to do
   EXPECT_EQ(cuda_workspace_bytes(0, 100, 3), 0u);
+  EXPECT_EQ(cuda_workspace_bytes(3, 100, 65536), 0u);
+}
+
+TEST(CudaHost, DeclaresEveryPartAndTheCanonicalArithmetic) {
+  const Features f = cuda().features();
+  EXPECT_TRUE(f.bf16_logits && f.f16_logits && f.temperatures && f.ranks && f.any_k);
+  EXPECT_TRUE(cuda().claims_canonical_arithmetic());
 }
 
 // ---- On a device --------------------------------------------------------------------------
@@ -169,11 +191,10 @@ TEST(CudaDevice, AgreesWithTheReferenceOnRandomAndSpecialBatches) {
     for (Fill fill :
          {Fill::Normal, Fill::Ties, Fill::Ascending, Fill::Masked, Fill::Constant, Fill::Large, Fill::Special}) {
       const BatchData batch = make_batch(s.vocab, s.stride, s.logit_rows, s.outputs, fill, rng);
-      for (int levels : {0, 1, 3, 8, 9, 12, 16}) {
-        const ResultData got = run_backend(cuda(), batch, levels);
-        expect_agrees(batch, levels, got,
+      for (std::uint32_t k : ks()) {
+        expect_agrees(batch, k, k % 2 == 1,
                       "V " + std::to_string(s.vocab) + " stride " + std::to_string(s.stride) + " fill " +
-                          std::to_string(int(fill)) + " levels " + std::to_string(levels));
+                          std::to_string(int(fill)) + " K " + std::to_string(k));
         if (HasFatalFailure()) return;
       }
     }
@@ -185,7 +206,7 @@ TEST(CudaDevice, MatchesTheReferenceValuesOnALargeBatch) {
   std::mt19937 rng(5);
   const BatchData batch =
       make_batch(32000, 32000, std::vector<std::uint32_t>(16, 4), std::vector<std::uint32_t>(16, 4), Fill::Normal, rng);
-  for (int levels : {2, 8}) expect_agrees(batch, levels, run_backend(cuda(), batch, levels), "64 x 32000");
+  for (std::uint32_t k : {3u, 255u, 4095u}) expect_agrees(batch, k, true, "64 x 32000 K " + std::to_string(k));
 }
 
 TEST(CudaDevice, DeterministicAcrossRuns) {
@@ -193,10 +214,10 @@ TEST(CudaDevice, DeterministicAcrossRuns) {
   std::mt19937 rng(6);
   for (Fill fill : {Fill::Normal, Fill::Ties, Fill::Special}) {
     const BatchData batch = make_batch(128256, 128256, {4, 4}, {4, 4}, fill, rng);
-    for (int levels : {0, 8, 12}) {
-      const ResultData a = run_backend(cuda(), batch, levels);
-      const ResultData b = run_backend(cuda(), batch, levels);
-      EXPECT_TRUE(same_bits(a, b)) << "levels " << levels;
+    for (std::uint32_t k : {0u, 255u, 4095u}) {
+      const ResultData a = run_backend(cuda(), batch, k, true);
+      const ResultData b = run_backend(cuda(), batch, k, true);
+      EXPECT_TRUE(same_bits(a, b)) << "K " << k;
     }
   }
 }
@@ -207,13 +228,13 @@ TEST(CudaDevice, BatchInvariant) {
   for (std::uint64_t vocab : {1000ull, 128256ull}) {
     // Many rows, an odd stride (misaligned rows), ragged batches; then each row alone.
     const BatchData big = make_batch(vocab, vocab + 3, {3, 5, 2}, {3, 4, 2}, Fill::Ties, rng);
-    for (int levels : {0, 3, 8, 10}) {
-      const ResultData together = run_backend(cuda(), big, levels);
+    for (std::uint32_t k : {0u, 7u, 255u, 1023u}) {
+      const ResultData together = run_backend(cuda(), big, k);
       for (const RowTask& task : plan_rows(big.view())) {
         const ResultData single =
-            run_backend(cuda(), single_row_batch(big.view().logit_row(task.logit_row), task.token), levels);
+            run_backend(cuda(), single_row_batch(big.view().logit_row(task.logit_row), task.token), k);
         ASSERT_TRUE(same_row_bits(single, 0, together, task.output_row))
-            << "V " << vocab << " levels " << levels << " row " << task.output_row;
+            << "V " << vocab << " K " << k << " row " << task.output_row;
       }
     }
   }
@@ -223,12 +244,103 @@ TEST(CudaDevice, ExponentialsOfAllTopValuesSumToOneWhenKCoversV) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(9);
   const BatchData batch = make_batch(3000, 3000, {2}, {2}, Fill::Normal, rng);
-  const ResultData got = run_backend(cuda(), batch, 12);  // K = 4095 >= V
+  const ResultData got = run_backend(cuda(), batch, 4095);  // K >= V
   for (std::uint64_t row = 0; row < got.rows; ++row) {
     double sum = 0;
-    for (std::uint32_t slot = 0; slot < top_k(12); ++slot) sum += std::exp(double(got.value(row, slot)));
+    for (std::uint32_t slot = 0; slot < 4095; ++slot) sum += std::exp(double(got.value(row, slot)));
     EXPECT_NEAR(sum, 1.0, 1e-4) << row;
   }
+}
+
+// 16-bit logits read as 16 bits, and temperatures (an f32 division), at every path.
+TEST(CudaDevice, SixteenBitLogitsAndTemperaturesGiveTheCanonicalBits) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(12);
+  for (std::uint64_t vocab : {1000ull, 20000ull, 128256ull}) {
+    const BatchData f32 = make_batch(vocab, vocab + 1, {2, 3}, {2, 2}, Fill::Ties, rng);
+    for (LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
+      BatchData batch = dtype == LogitsDtype::f32 ? f32 : with_dtype(f32, dtype);
+      for (bool divide : {false, true}) {
+        if (divide) batch.temperatures = std::vector<float>{0.7f, 1.3f};
+        for (std::uint32_t k : {0u, 20u, 4095u})
+          expect_agrees(batch, k, true,
+                        "V " + std::to_string(vocab) + " " + std::string(dtype_name(dtype)) +
+                            (divide ? " with temperatures" : "") + " K " + std::to_string(k));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// SPEC §1: 64-bit indexing on the device. 4097 rows of V = 2^20 + 3 bf16 logits, 4,296,028,163
+// entries (past 2^32), filled on the device by a formula of each entry's index; rows on both
+// sides of 2^32 checked bit for bit against the canonical backend run on the host on the same
+// formula, on the merge-tree path and the threshold path, with ranks.
+TEST(CudaDevice, PastTwoToThe32ElementsFilledOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  constexpr std::uint64_t kVocab = (std::uint64_t{1} << 20) + 3, kRows = 4097;
+  static_assert(kVocab * kRows > (std::uint64_t{1} << 32));
+  const std::uint64_t bytes = kVocab * kRows * 2;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < bytes + (std::uint64_t{1} << 30))
+    GTEST_SKIP() << "needs " << (bytes >> 20) << " MiB of device memory and 1 GiB more; " << (free_bytes >> 20)
+                 << " MiB free";
+  std::uint16_t* logits = nullptr;
+  ASSERT_EQ(cudaMalloc(&logits, bytes), cudaSuccess);
+  ASSERT_EQ(cuda_test::fill_large_logits(logits, kVocab * kRows), 0);
+
+  std::vector<std::uint32_t> offsets(kRows + 1), no_tokens(kRows + 1, 0), sampled(kRows);
+  for (std::uint64_t i = 0; i <= kRows; ++i) offsets[i] = std::uint32_t(i);
+  for (std::uint64_t i = 0; i < kRows; ++i) sampled[i] = std::uint32_t(cuda_test::large_fill_bits(i) * 16 % kVocab);
+  const auto upload = [](const std::vector<std::uint32_t>& v) {
+    std::uint32_t* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, v.size() * 4), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  };
+  std::uint32_t *d_offsets = upload(offsets), *d_tokens = upload(no_tokens), *d_sampled = upload(sampled);
+  DeviceBatch batch;
+  batch.logits = logits;
+  batch.dtype = DeviceDtype::bf16;
+  batch.rows = batch.batch_size = batch.output_rows = kRows;
+  batch.vocab = batch.row_stride = kVocab;
+  batch.tokens = batch.token_row_offsets = d_tokens;
+  batch.sampled_tokens = d_sampled;
+  batch.logit_row_offsets = batch.lp_output_offsets = d_offsets;
+
+  for (std::uint32_t k : {5u, 4095u}) {
+    const std::uint64_t width = std::uint64_t(k) + 1;
+    DeviceOutput out;
+    ASSERT_EQ(cudaMalloc(&out.lp_logits, kRows * width * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&out.lp_tokens, kRows * width * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&out.lp_ranks, kRows * 4), cudaSuccess);
+    const std::size_t workspace_bytes = cuda_workspace_bytes(kRows, kVocab, k);
+    void* workspace = nullptr;
+    ASSERT_EQ(cudaMalloc(&workspace, workspace_bytes), cudaSuccess);
+    ASSERT_EQ(cuda_logprobs(batch, k, out, workspace, workspace_bytes, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (std::uint64_t row : {std::uint64_t{0}, std::uint64_t{2048}, kRows - 2, kRows - 1}) {
+      ResultData got(1, width, true);
+      ASSERT_EQ(cudaMemcpy(got.lp_logits.data(), out.lp_logits + row * width, width * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.lp_tokens.data(), out.lp_tokens + row * width, width * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.lp_ranks.data(), out.lp_ranks + row, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      BatchData alone = single_row_batch(std::vector<float>(kVocab), sampled[row]);
+      alone.dtype = LogitsDtype::bf16;
+      alone.logits.clear();
+      alone.logits16.resize(kVocab);
+      for (std::uint64_t j = 0; j < kVocab; ++j) alone.logits16[j] = cuda_test::large_fill_bits(row * kVocab + j);
+      EXPECT_EQ(first_bit_difference(got, run_backend(canonical(), alone, k, true)), "") << "row " << row << " K " << k;
+    }
+    for (void* p : {static_cast<void*>(out.lp_logits), static_cast<void*>(out.lp_tokens),
+                    static_cast<void*>(out.lp_ranks), workspace})
+      cudaFree(p);
+  }
+  for (void* p : {static_cast<void*>(logits), static_cast<void*>(d_offsets), static_cast<void*>(d_tokens),
+                  static_cast<void*>(d_sampled)})
+    cudaFree(p);
 }
 
 }  // namespace

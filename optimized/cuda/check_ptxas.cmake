@@ -1,0 +1,83 @@
+# The CUDA compile's guard, run as the CUDA compiler launcher of the backend's kernels:
+#
+#   cmake -P check_ptxas.cmake -- <nvcc> <arguments>     compile, then check (what the build runs)
+#   cmake -DPTXAS_LOG=<file> -P check_ptxas.cmake        check a saved `-Xptxas -v` report (tests)
+#
+# It fails the compile when the command line does not pin contraction (-fmad=false: the kernels'
+# bits must be the host model's, SPEC §8) or asks for fast math (SPEC §3), and when ptxas reports
+# any stack frame or spill for any kernel (a spill is local-memory traffic the design does not
+# budget for; a stack frame means an array or a call the kernels were written to avoid). The
+# report is kept beside the object as <object>.ptxas.txt, which the README's register table and
+# the ctest cuda_ptxas_report read.
+
+function(check_report text where)
+  string(REGEX MATCHALL "[0-9]+ bytes stack frame, [0-9]+ bytes spill stores, [0-9]+ bytes spill loads" props "${text}")
+  string(REGEX MATCHALL "Function properties for [^\n]+" names "${text}")
+  list(LENGTH props count)
+  if(count EQUAL 0)
+    message(FATAL_ERROR "${where}: no ptxas report (is -Xptxas -v on the command line, and a real sm_ architecture?)")
+  endif()
+  set(bad "")
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    list(GET props ${i} line)
+    if(NOT line MATCHES "^0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads$")
+      list(GET names ${i} name)
+      string(APPEND bad "\n  ${name}: ${line}")
+    endif()
+  endforeach()
+  if(bad)
+    message(FATAL_ERROR "${where}: ptxas reports a stack frame or spills:${bad}")
+  endif()
+endfunction()
+
+if(DEFINED PTXAS_LOG)
+  file(READ "${PTXAS_LOG}" text)
+  check_report("${text}" "${PTXAS_LOG}")
+  return()
+endif()
+
+set(command "")
+set(after_dashes OFF)
+set(object "")
+set(next_is_object OFF)
+math(EXPR last_arg "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last_arg})
+  set(arg "${CMAKE_ARGV${i}}")
+  if(after_dashes)
+    list(APPEND command "${arg}")
+    if(next_is_object)
+      set(object "${arg}")
+      set(next_is_object OFF)
+    elseif(arg STREQUAL "-o")
+      set(next_is_object ON)
+    endif()
+  elseif(arg STREQUAL "--")
+    set(after_dashes ON)
+  endif()
+endforeach()
+if(NOT command)
+  message(FATAL_ERROR "usage: cmake -P check_ptxas.cmake -- <nvcc> <arguments>, or cmake -DPTXAS_LOG=<file> -P check_ptxas.cmake")
+endif()
+
+string(JOIN " " command_line ${command})
+if(NOT command_line MATCHES "(^| )-fmad=false( |$)")
+  message(FATAL_ERROR "the CUDA kernels must be compiled with -fmad=false (SPEC §8: no contraction the host model lacks)")
+endif()
+if(command_line MATCHES "use_fast_math|ftz=true|prec-div=false|prec-sqrt=false")
+  message(FATAL_ERROR "the CUDA kernels must not be compiled with fast math (SPEC §3)")
+endif()
+
+execute_process(COMMAND ${command} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# The compiler's own messages (warnings, errors) pass through; the ptxas report goes to the file.
+string(REGEX REPLACE "(ptxas info[^\n]*\n|    [0-9]+ bytes stack frame[^\n]*\n)" "" messages "${out}${err}")
+if(messages)
+  message("${messages}")
+endif()
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "CUDA compile failed (exit ${status})")
+endif()
+if(object)
+  file(WRITE "${object}.ptxas.txt" "${out}${err}")
+endif()
+check_report("${out}${err}" "${object}")
