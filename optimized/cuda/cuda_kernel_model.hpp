@@ -156,7 +156,8 @@ class KernelModel {
   }
 
  private:
-  explicit KernelModel(const GroupArgs& a) : a_(a), p_(a.plan) {}
+  // p_ names the plan inside a_, the copy this object owns (not the argument, often a temporary).
+  explicit KernelModel(const GroupArgs& a) : a_(a), p_(a_.plan) {}
 
   std::uint64_t ctas() const { return first_pass_ctas(p_, a_.rows); }
   // arrive_last: the CTAs run in blockIdx order here, so the last to arrive is the last in order.
