@@ -74,8 +74,9 @@ std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFil
 
 using Replay = std::function<std::string(const CellSummary&)>;
 
+// A path or message that is not UTF-8 (a file name can be any bytes) is written with U+FFFD.
 void write_json(const std::string& path, const nlohmann::json& json, std::span<const std::string> inputs) {
-  write_output_file(path, json.dump(2) + "\n", inputs);
+  write_output_file(path, json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", inputs);
 }
 
 void write_junit(const std::string& path, JunitSuite suite, std::span<const std::string> inputs,

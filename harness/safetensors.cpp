@@ -63,7 +63,8 @@ class HeaderParser {
 
  private:
   // What JSON alone does not refuse, or nlohmann lets through: it skips a byte-order mark and
-  // stops at a NUL as if the text ended there.
+  // stops at a NUL as if the text ended there. A first byte that is not ASCII is named by its
+  // value: as JSON text it would not be UTF-8.
   void check_framing(const std::string& text) const {
     if (text.starts_with("\xEF\xBB\xBF"))
       reader_.fail("header starts with a UTF-8 byte-order mark, which the format forbids");
@@ -71,7 +72,9 @@ class HeaderParser {
       reader_.fail("header has a NUL byte at offset {} (a reader that stops there would ignore what follows)", nul);
     if (text.empty() || text[0] != '{')
       reader_.fail("header starts with {}, expected an object of tensors ('{{')",
-                   text.empty() ? std::string("nothing") : json(text.substr(0, 1)).dump());
+                   text.empty()                   ? std::string("nothing")
+                   : std::uint8_t(text[0]) < 0x80 ? json(text.substr(0, 1)).dump()
+                                                  : fmt::format("byte 0x{:02x}", std::uint8_t(text[0])));
   }
 
   void parse_metadata(const json& value, FileMetadata& metadata) const {
@@ -231,7 +234,13 @@ void write_safetensors(const fs::path& path, std::span<const SafetensorsTensor> 
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string header_text = header.dump();
+  // A name or metadata string that is not UTF-8 cannot be JSON text: refused, not rewritten.
+  std::string header_text;
+  try {
+    header_text = header.dump();
+  } catch (const json::type_error& e) {
+    fail(fmt::format("a tensor name or metadata string is not valid UTF-8 ({})", e.what()));
+  }
   // Padding the header to 8 bytes keeps the data aligned for readers that map the file.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   const std::uint64_t header_length = header_text.size();

@@ -61,6 +61,8 @@ inline std::vector<MalformedFile> malformed_batch_files() {
       {"JSON not an object", file_with_header("[1, 2]"), "expected an object of tensors"},
       // nlohmann reports a number beyond double's range as out_of_range, not parse_error.
       {"number beyond double", file_with_header("{\"logits\": 1e999}"), "not valid JSON"},
+      // Not UTF-8: the message names the byte (quoting it as JSON text would throw).
+      {"header starting with byte 0x80", file_with_header("\x80\"logits\": {}}"), "starts with byte 0x80"},
   };
   // The rest alter one thing of a valid header.
   const auto altered = [&](const std::string& name, const std::string& fragment, auto alter,

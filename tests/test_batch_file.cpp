@@ -209,6 +209,21 @@ void write_half_batch(const fs::path& path, const std::string& dtype, const std:
   write_safetensors(path, tensors, {});
 }
 
+// JSON text is UTF-8: a metadata string that is not (from the C API, any bytes) is refused by
+// name, and no file is left behind.
+TEST(BatchFile, MetadataThatIsNotUtf8IsRefusedAndNothingWritten) {
+  const fs::path path = temp_path("not_utf8.safetensors");
+  const std::vector<float> values = {0.0f};
+  const std::vector<SafetensorsTensor> tensors = {tensor_of("x", "F32", {1}, std::span<const float>(values))};
+  try {
+    write_safetensors(path, tensors, {{"note", "\xff"}});
+    ADD_FAILURE() << "metadata that is not UTF-8 was written";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
 TEST(BatchFile, Bf16LogitsAreWidenedExactly) {
   // 1.0, -2.5, -inf, NaN, the smallest positive bf16 subnormal
   const std::vector<std::uint16_t> bf16 = {0x3f80, 0xc020, 0xff80, 0x7fc0, 0x0001};
