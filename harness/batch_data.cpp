@@ -95,4 +95,31 @@ ResultData run_backend(const Backend& backend, const BatchData& batch, std::uint
   return result;
 }
 
+BatchData without_item(const BatchData& batch, std::size_t b) {
+  BatchData out = batch;
+  const auto erase_item = [b](std::vector<std::uint32_t>& offsets) {
+    const std::uint32_t removed = offsets[b + 1] - offsets[b];
+    for (std::size_t i = b + 2; i < offsets.size(); ++i) offsets[i] -= removed;
+    offsets.erase(offsets.begin() + std::ptrdiff_t(b) + 1);
+  };
+  const std::uint64_t first_row = batch.logit_row_offsets[b], end_row = batch.logit_row_offsets[b + 1];
+  const auto erase_rows = [&](auto& logits) {
+    const std::size_t size = logits.size();  // rows * row_stride, or less if the last row is short
+    if (size != 0)
+      logits.erase(logits.begin() + std::ptrdiff_t(std::min<std::uint64_t>(first_row * batch.row_stride, size)),
+                   logits.begin() + std::ptrdiff_t(std::min<std::uint64_t>(end_row * batch.row_stride, size)));
+  };
+  erase_rows(out.logits);
+  erase_rows(out.logits16);
+  out.rows -= end_row - first_row;
+  out.tokens.erase(out.tokens.begin() + batch.token_row_offsets[b],
+                   out.tokens.begin() + batch.token_row_offsets[b + 1]);
+  out.sampled_tokens.erase(out.sampled_tokens.begin() + std::ptrdiff_t(b));
+  if (out.temperatures) out.temperatures->erase(out.temperatures->begin() + std::ptrdiff_t(b));
+  erase_item(out.logit_row_offsets);
+  erase_item(out.token_row_offsets);
+  erase_item(out.lp_output_offsets);
+  return out;
+}
+
 }  // namespace logprobs

@@ -68,6 +68,11 @@ BatchData single_row_batch(std::span<const float> x, std::uint32_t token);
 // The batch of output row `task` of `batch` alone, in the batch's dtype, with its temperature.
 BatchData row_alone(const BatchData& batch, const RowTask& task);
 
+// The batch without batch item b: its logit rows, tokens, output rows, sampled token and
+// temperature go, and the later items' offsets move down by what went. Rows and tokens outside
+// every item (leading and trailing ones) stay. A valid batch stays valid (SPEC §4).
+BatchData without_item(const BatchData& batch, std::size_t b);
+
 // Validates, allocates outputs of the right shape and runs the backend at top-K width `k`.
 ResultData run_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks = false);
 
