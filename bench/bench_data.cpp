@@ -1,15 +1,26 @@
 #include "bench_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <numeric>
 #include <random>
+#include <vector>
 
 #include "harness/half_precision.hpp"
 
 namespace logprobs::bench {
 
 std::string_view distribution_name(Distribution d) {
-  return d == Distribution::normal ? "normal" : "ascending";
+  switch (d) {
+    case Distribution::ascending:
+      return "ascending";
+    case Distribution::zipf:
+      return "zipf";
+    case Distribution::normal:
+      break;
+  }
+  return "normal";
 }
 
 namespace {
@@ -27,6 +38,16 @@ BatchData generate(const Shape& shape) {
     std::mt19937_64 rng(0x5eed0000u + static_cast<std::uint64_t>(r));
     std::normal_distribution<float> normal(0.0f, 2.0f);
     float* row = data.row(static_cast<std::uint64_t>(r));
+    if (shape.dist == Distribution::zipf) {
+      // The prior of tests/python/real_client.py's language-model rows (a few tokens far above a
+      // long log-rank tail, so the top-K threshold sits in a thin tail), without its masked tokens.
+      std::vector<std::uint32_t> rank(shape.vocab);
+      std::iota(rank.begin(), rank.end(), 1u);
+      std::shuffle(rank.begin(), rank.end(), rng);
+      std::normal_distribution<float> noise(0.0f, 1.5f);
+      for (std::uint64_t j = 0; j < shape.vocab; ++j) row[j] = 12.0f - 2.5f * std::log(float(rank[j])) + noise(rng);
+      continue;
+    }
     for (std::uint64_t j = 0; j < shape.vocab; ++j) row[j] = normal(rng);
     if (shape.dist == Distribution::ascending) std::sort(row, row + shape.vocab);
   }

@@ -13,6 +13,7 @@ namespace logprobs::bench {
 enum class Distribution {
   normal,     // N(0, 2) per entry: the common case for top-K threshold filtering
   ascending,  // each row sorted ascending: every entry beats the running K-th best
+  zipf,       // a language model's shape: 12 - 2.5 ln(rank) + N(0, 1.5), ranks a random permutation
 };
 
 std::string_view distribution_name(Distribution d);

@@ -19,6 +19,17 @@ std::optional<BenchSet> bench_set(std::string_view name, int all_cores) {
     // levels 0, 3, 8, 12 and vLLM's usual 20; f32 and bf16 logits.
     return BenchSet{{{64, 128256}, {1, 128256}}, {0, 7, 20, 255, 4095}, f32_bf16, both, threads, 0.1};
   }
+  if (name == "cpu") {
+    // The rows of optimized/cpu/README.md's speed table (issue 25's targets): the headline shape
+    // and batch-1 decode, K from 0 to every other token, and the row shapes selection is
+    // sensitive to (Zipf-like, sorted).
+    return BenchSet{{{64, 128256}, {1, 128256}},
+                    {0, 7, 20, 255, 4095, 65535},
+                    f32_bf16,
+                    {Distribution::normal, Distribution::zipf, Distribution::ascending},
+                    threads,
+                    0.5};
+  }
   if (name == "smoke") {
     return BenchSet{{{8, 32000}}, {0, 7, 20, 65535}, f32_bf16, both, threads, 0.01};
   }

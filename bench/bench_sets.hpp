@@ -1,5 +1,6 @@
 // The benchmark matrices: `full` (the whole matrix), `ci` (about a minute on a 2-core
-// machine) and `smoke` (seconds; the ctest that proves the binary runs and its results are right).
+// machine), `cpu` (the cpu backend's speed table: optimized/cpu/README.md) and `smoke` (seconds;
+// the ctest that proves the binary runs and its results are right).
 #pragma once
 
 #include <cstdint>

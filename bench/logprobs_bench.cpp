@@ -1,7 +1,7 @@
 // logprobs-bench: every available backend (and the libtorch peer when built) over shapes, K,
 // logits dtypes, value distributions and thread counts, beside a streaming-read anchor.
 //
-//   logprobs-bench [--set=ci|full|smoke] [--with-reference] [--with-variants] [--verify]
+//   logprobs-bench [--set=ci|full|cpu|smoke] [--with-reference] [--with-variants] [--verify]
 //                  [--temperatures] [--ranks] [Google Benchmark flags]
 //
 // --temperatures adds series with every batch item at T = 0.7 and --ranks series that ask for
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   const int all_cores = omp_get_num_procs();
   const auto set = bench_set(options.set, all_cores);
   if (!set) {
-    std::cerr << "logprobs-bench: unknown --set=" << options.set << " (want ci, full or smoke)\n";
+    std::cerr << "logprobs-bench: unknown --set=" << options.set << " (want ci, full, cpu or smoke)\n";
     return 2;
   }
   std::string min_time_flag = "--benchmark_min_time=" + std::to_string(set->default_min_time);

@@ -58,7 +58,7 @@ TEST_P(CheckOutputs, RejectsAWrongTopValue) {
   EXPECT_NE(check_outputs(batch, 255, out).find("output row 3, slot 100"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dists, CheckOutputs, ::testing::Values(Distribution::normal, Distribution::ascending),
+INSTANTIATE_TEST_SUITE_P(Dists, CheckOutputs, ::testing::Values(Distribution::normal, Distribution::ascending, Distribution::zipf),
                          [](const auto& info) { return std::string(distribution_name(info.param)); });
 
 }  // namespace
