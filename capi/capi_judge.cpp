@@ -22,6 +22,9 @@ static_assert(LOGPROBS_RULE_PADDING_COUNT == static_cast<int>(Rule::padding_coun
 static_assert(LOGPROBS_RULE_VALUE == static_cast<int>(Rule::value));
 static_assert(LOGPROBS_RULE_RANK == static_cast<int>(Rule::rank));
 static_assert(LOGPROBS_RULE_GREEDY_EXACT == static_cast<int>(Rule::greedy_exact));
+static_assert(LOGPROBS_SUM_CALIBRATED == static_cast<int>(SumRule::calibrated));
+static_assert(LOGPROBS_SUM_LINEAR == static_cast<int>(SumRule::linear));
+static_assert(LOGPROBS_SUM_SQRT == static_cast<int>(SumRule::sqrt));
 
 namespace {
 
@@ -41,13 +44,14 @@ ResultData packed_result(const RaggedBatch& batch, const logprobs_result_view& g
 std::unique_ptr<logprobs_verdict> stored(Verdict&& verdict, const Tolerance& tolerance) {
   auto owned = std::make_unique<logprobs_verdict>();
   owned->stats = verdict.stats;
-  owned->tolerance = {tolerance.ulps, tolerance.norm_ulps, tolerance.sigma, tolerance.linear_sum ? 1 : 0};
+  owned->tolerance = capi::from_tolerance(tolerance);
   owned->violations.reserve(verdict.violations.size());
   for (Violation& v : verdict.violations) {
     std::string message = v.message();
     const std::size_t what_offset = message.size() - v.what.size();  // message() ends with `what`
     v.what = {};
-    owned->violations.push_back({v.rule, v.batch, v.output_row, v.slot, v.token, std::move(message), what_offset});
+    owned->violations.push_back(
+        {v.rule, v.batch, v.output_row, v.slot, v.token, std::move(message), what_offset, v.tolerance});
   }
   return owned;
 }
@@ -58,8 +62,12 @@ extern "C" {
 
 void logprobs_tolerance_default(logprobs_tolerance* tolerance) {
   if (tolerance == nullptr) return;
-  const Tolerance defaults;
-  *tolerance = {defaults.ulps, defaults.norm_ulps, defaults.sigma, defaults.linear_sum ? 1 : 0};
+  *tolerance = capi::from_tolerance(Tolerance{});
+}
+
+const char* logprobs_sum_rule_name(int32_t sum_rule) {
+  if (sum_rule < LOGPROBS_SUM_CALIBRATED || sum_rule > LOGPROBS_SUM_SQRT) return "unknown";
+  return logprobs::sum_rule_name(static_cast<SumRule>(sum_rule));
 }
 
 const char* logprobs_rule_name(int32_t rule) {
@@ -108,6 +116,9 @@ logprobs_status logprobs_verdict_violation(const logprobs_verdict* verdict, uint
     out.token = s.token;
     out.message = s.message.c_str();
     out.what = s.message.c_str() + s.what_offset;
+    out.sum_rule = static_cast<std::int32_t>(s.tolerance.sum_rule);
+    out.dev = s.tolerance.dev;
+    out.sum_err = s.tolerance.sum_err;
   });
 }
 
@@ -121,6 +132,18 @@ void logprobs_verdict_stats(const logprobs_verdict* verdict, logprobs_stats* sta
   stats->max_ulp_error = verdict->stats.max_ulp_error;
   stats->max_tolerance_used = verdict->stats.max_tolerance_used;
   stats->tolerance = verdict->tolerance;
+  if (const auto& at = verdict->stats.max_tolerance_row) {
+    stats->max_tolerance_row = {1,
+                                at->batch,
+                                at->output_row,
+                                at->shape.kind(),
+                                at->shape.vocab,
+                                at->shape.top_probability,
+                                at->shape.masked,
+                                static_cast<std::int32_t>(at->tolerance.sum_rule),
+                                at->tolerance.dev,
+                                at->tolerance.sum_err};
+  }
 }
 
 void logprobs_verdict_free(logprobs_verdict* verdict) { delete verdict; }

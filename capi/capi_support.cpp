@@ -210,17 +210,29 @@ FileMetadata metadata_of(const char* const* keys, const char* const* values, std
 Tolerance to_tolerance(const logprobs_tolerance* tolerance) {
   Tolerance t;
   if (tolerance == nullptr) return t;
-  const std::pair<const char*, double> terms[] = {
-      {"ulps", tolerance->ulps}, {"norm_ulps", tolerance->norm_ulps}, {"sigma", tolerance->sigma}};
+  const std::pair<const char*, double> terms[] = {{"ulps", tolerance->ulps},
+                                                  {"norm_ulps", tolerance->norm_ulps},
+                                                  {"sigma", tolerance->sigma},
+                                                  {"floor", tolerance->floor}};
   for (const auto& [name, value] : terms)
     if (!std::isfinite(value) || value < 0)
       throw Failure(LOGPROBS_INVALID_ARGUMENT,
                     fmt::format("tolerance {} must be a finite number >= 0, got {}", name, value));
+  if (tolerance->sum_rule < LOGPROBS_SUM_CALIBRATED || tolerance->sum_rule > LOGPROBS_SUM_SQRT)
+    throw Failure(LOGPROBS_INVALID_ARGUMENT,
+                  fmt::format("tolerance sum_rule must be LOGPROBS_SUM_CALIBRATED, _LINEAR or _SQRT (0..2), got {}",
+                              tolerance->sum_rule));
   t.ulps = tolerance->ulps;
   t.norm_ulps = tolerance->norm_ulps;
   t.sigma = tolerance->sigma;
-  t.linear_sum = tolerance->linear_sum != 0;
+  t.sum_rule = static_cast<SumRule>(tolerance->sum_rule);
+  t.floor = tolerance->floor;
   return t;
+}
+
+logprobs_tolerance from_tolerance(const Tolerance& tolerance) {
+  return {tolerance.ulps, tolerance.norm_ulps, tolerance.sigma, static_cast<std::int32_t>(tolerance.sum_rule),
+          tolerance.floor};
 }
 
 }  // namespace logprobs::capi

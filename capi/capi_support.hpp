@@ -43,6 +43,7 @@ struct StoredViolation {
   std::uint32_t token;
   std::string message;
   std::size_t what_offset;
+  logprobs::RowTolerance tolerance;
 };
 
 struct logprobs_verdict {
@@ -117,5 +118,6 @@ FileMetadata metadata_of(const char* const* keys, const char* const* values, std
 
 // Tolerance checked as the command checks it: each term a finite number >= 0.
 Tolerance to_tolerance(const logprobs_tolerance* tolerance);
+logprobs_tolerance from_tolerance(const Tolerance& tolerance);
 
 }  // namespace logprobs::capi

@@ -65,6 +65,11 @@ static int32_t first_rule(const logprobs_batch_view* batch, uint32_t k, const lo
     rule = violation.rule;
     CHECK(failures, strcmp(violation.rule_name, logprobs_rule_name(rule)) == 0);
     CHECK(failures, strstr(violation.message, violation.what) != NULL);
+    /* Its row's summation term, by the default calibrated rule: at least the floor, 8 x 2^-24 (a
+     * shape violation belongs to no row). */
+    CHECK(failures, rule == LOGPROBS_RULE_SHAPE ||
+                        (violation.sum_rule == LOGPROBS_SUM_CALIBRATED && violation.dev >= 0 &&
+                         violation.sum_err >= 8.0 / 16777216.0 && violation.sum_err >= 2 * violation.dev));
   }
   CHECK(failures, logprobs_verdict_ok(verdict) == (rule == -1));
   logprobs_verdict_free(verdict);
@@ -168,13 +173,27 @@ static void reference_and_judging(void) {
     logprobs_verdict* verdict = NULL;
     logprobs_stats stats;
     logprobs_tolerance tolerance;
+    logprobs_error* error = NULL;
     logprobs_tolerance_default(&tolerance);
+    CHECK(failures, tolerance.sum_rule == LOGPROBS_SUM_CALIBRATED && tolerance.floor == 8 && tolerance.sigma == 2);
+    CHECK(failures, strcmp(logprobs_sum_rule_name(LOGPROBS_SUM_SQRT), "sqrt") == 0);
+    CHECK(failures, strcmp(logprobs_sum_rule_name(7), "unknown") == 0);
     tolerance.sigma = 3;
     CHECK(failures, logprobs_judge(&b.view, 3, &packed, &tolerance, &verdict, NULL) == LOGPROBS_OK);
     logprobs_verdict_stats(verdict, &stats);
     CHECK(failures, stats.rows == 2 && stats.values == 8 && stats.tolerance.sigma == 3 && stats.tolerance.ulps == 4);
     CHECK(failures, stats.max_tolerance_used >= 0 && stats.max_tolerance_used <= 1);
+    CHECK(failures, stats.max_tolerance_row.found && stats.max_tolerance_row.vocab == 5 &&
+                        stats.max_tolerance_row.sum_rule == LOGPROBS_SUM_CALIBRATED &&
+                        strstr("confident masked flat spread", stats.max_tolerance_row.kind) != NULL);
     logprobs_verdict_free(verdict);
+    tolerance.sum_rule = 3; /* no such rule */
+    expect_error(logprobs_judge(&b.view, 3, &packed, &tolerance, &verdict, &error), &error, LOGPROBS_INVALID_ARGUMENT,
+                 "sum_rule");
+    tolerance.sum_rule = LOGPROBS_SUM_SQRT;
+    tolerance.floor = -1;
+    expect_error(logprobs_judge(&b.view, 3, &packed, &tolerance, &verdict, &error), &error, LOGPROBS_INVALID_ARGUMENT,
+                 "floor");
   }
   logprobs_result_free(result);
 

@@ -59,7 +59,8 @@ int main(void) {
   OFFSET(logprobs_tolerance, ulps);
   OFFSET(logprobs_tolerance, norm_ulps);
   OFFSET(logprobs_tolerance, sigma);
-  OFFSET(logprobs_tolerance, linear_sum);
+  OFFSET(logprobs_tolerance, sum_rule);
+  OFFSET(logprobs_tolerance, floor);
   SIZE(logprobs_violation);
   OFFSET(logprobs_violation, rule);
   OFFSET(logprobs_violation, rule_name);
@@ -69,6 +70,20 @@ int main(void) {
   OFFSET(logprobs_violation, token);
   OFFSET(logprobs_violation, what);
   OFFSET(logprobs_violation, message);
+  OFFSET(logprobs_violation, sum_rule);
+  OFFSET(logprobs_violation, dev);
+  OFFSET(logprobs_violation, sum_err);
+  SIZE(logprobs_row_location);
+  OFFSET(logprobs_row_location, found);
+  OFFSET(logprobs_row_location, batch);
+  OFFSET(logprobs_row_location, output_row);
+  OFFSET(logprobs_row_location, kind);
+  OFFSET(logprobs_row_location, vocab);
+  OFFSET(logprobs_row_location, top_probability);
+  OFFSET(logprobs_row_location, masked);
+  OFFSET(logprobs_row_location, sum_rule);
+  OFFSET(logprobs_row_location, dev);
+  OFFSET(logprobs_row_location, sum_err);
   SIZE(logprobs_stats);
   OFFSET(logprobs_stats, rows);
   OFFSET(logprobs_stats, values);
@@ -76,6 +91,7 @@ int main(void) {
   OFFSET(logprobs_stats, max_ulp_error);
   OFFSET(logprobs_stats, max_tolerance_used);
   OFFSET(logprobs_stats, tolerance);
+  OFFSET(logprobs_stats, max_tolerance_row);
   SIZE(logprobs_random_options);
   OFFSET(logprobs_random_options, dtype);
   OFFSET(logprobs_random_options, vocab);

@@ -48,7 +48,7 @@ static void* work(void* argument) {
     {
       logprobs_tolerance tolerance;
       logprobs_tolerance_default(&tolerance);
-      tolerance.linear_sum = by_max;
+      tolerance.sum_rule = by_max ? LOGPROBS_SUM_LINEAR : LOGPROBS_SUM_CALIBRATED;
       CHECK(w->failures, logprobs_judge(&view, k, &result_view, &tolerance, &verdict, NULL) == LOGPROBS_OK);
     }
     CHECK(w->failures, logprobs_verdict_ok(verdict));

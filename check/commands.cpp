@@ -91,8 +91,9 @@ void write_junit(const std::string& path, JunitSuite suite, std::span<const std:
 std::vector<std::pair<std::string, std::string>> tolerance_properties(const Tolerance& tolerance) {
   return {{"ulps", fmt::format("{}", tolerance.ulps)},
           {"norm_ulps", fmt::format("{}", tolerance.norm_ulps)},
+          {"sum_rule", sum_rule_name(tolerance.sum_rule)},
           {"sigma", fmt::format("{}", tolerance.sigma)},
-          {"linear_sum", tolerance.linear_sum ? "true" : "false"}};
+          {"floor", fmt::format("{}", tolerance.floor)}};
 }
 
 // The replay line of a campaign's cell: its counterexample's, when one was written.
@@ -115,10 +116,7 @@ int report_campaign(const std::vector<CellSummary>& cells, const std::vector<Cou
                                    : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
   if (!json_path.empty()) write_json(json_path, json, inputs);
   if (!junit_path.empty()) {
-    auto properties = tolerance_properties(Tolerance{.ulps = json["tolerance"]["ulps"],
-                                                     .norm_ulps = json["tolerance"]["norm_ulps"],
-                                                     .sigma = json["tolerance"]["sigma"],
-                                                     .linear_sum = json["tolerance"]["linear_sum"]});
+    auto properties = tolerance_properties(tolerance_from_json(json.at("tolerance")));
     properties.emplace_back("seed", json["seed"].dump());
     properties.emplace_back("max_cases", json["max_cases"].dump());
     properties.emplace_back("k", json["k"].dump());

@@ -75,5 +75,7 @@ int verify_command(const FileArgs& args);
 int compare_command(const FileArgs& args);
 int merge_command(const MergeArgs& args);
 int backends_command();
+// Every term of SPEC §5's tolerance on output row `output_row` of the batch file args.input.
+int tolerance_command(const FileArgs& args, std::uint64_t output_row);
 
 }  // namespace logprobs::cli

@@ -75,6 +75,14 @@ const CLI::Validator kByteSize(
     "BYTES");
 
 void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI::Option*>* record = nullptr) {
+  CLI::Option* sum_rule =
+      app.add_option_function<std::string>(
+             "--sum-rule", [&tolerance](const std::string& name) { tolerance.sum_rule = *sum_rule_from_name(name); },
+             "the summation term sum_err (SPEC §5): calibrated = max(sigma * dev, floor * 2^-24), dev the drift of "
+             "honest f32 sums on the row; linear = V * 2^-24 (one f32 chain); sqrt = sigma * sqrt(V) * 2^-24 "
+             "(contract v2)")
+          ->check(CLI::IsMember({"calibrated", "linear", "sqrt"}))
+          ->default_str(sum_rule_name(tolerance.sum_rule));
   std::vector<CLI::Option*> added = {
       app.add_option("--ulps", tolerance.ulps, "tolerance in ULPs of the reference value")
           ->check(kFiniteNonNegative)
@@ -82,11 +90,17 @@ void add_tolerance_options(CLI::App& app, Tolerance& tolerance, std::vector<CLI:
       app.add_option("--norm-ulps", tolerance.norm_ulps, "tolerance in ULPs of |m| + log V (the normalizer's rounding)")
           ->check(kFiniteNonNegative)
           ->capture_default_str(),
-      app.add_option("--sigma", tolerance.sigma, "summation term sigma * sqrt(V) * 2^-24 (SPEC §5)")
+      sum_rule,
+      app.add_option("--sigma", tolerance.sigma, "calibrated: sum_err >= sigma * dev; sqrt: sigma * sqrt(V) * 2^-24")
           ->check(kFiniteNonNegative)
           ->capture_default_str(),
-      app.add_flag("--linear-sum", tolerance.linear_sum,
-                   "summation term V * 2^-24 instead: a kernel that sums in one f32 chain"),
+      app.add_option("--floor", tolerance.floor, "calibrated: sum_err >= floor * 2^-24")
+          ->check(kFiniteNonNegative)
+          ->capture_default_str(),
+      app.add_flag_callback(
+             "--linear-sum", [&tolerance] { tolerance.sum_rule = SumRule::linear; },
+             "the same as --sum-rule linear: a kernel that sums in one f32 chain")
+          ->excludes(sum_rule),
   };
   if (record) record->insert(record->end(), added.begin(), added.end());
 }
@@ -215,6 +229,17 @@ int run_main(int argc, char** argv) {
 
   CLI::App* backends = app.add_subcommand("backends", "list the backends, available here or not and why");
 
+  FileArgs tolerance_args;
+  std::uint64_t tolerance_row = 0;
+  CLI::App* tolerance = app.add_subcommand(
+      "tolerance", "every term of the tolerance (SPEC §5) on one output row of a batch file: what the judge allows");
+  tolerance->add_option("--input", tolerance_args.input, "batch file (safetensors)")->required();
+  tolerance->add_option("--row", tolerance_row, "output row (as violations name it)")
+      ->transform(kPlainDecimal)
+      ->required();
+  add_tolerance_options(*tolerance, tolerance_args.tolerance);
+  add_memory_budget_option(*tolerance, tolerance_args.memory_budget);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -238,6 +263,7 @@ int run_main(int argc, char** argv) {
     if (compare->parsed()) return compare_command(compare_args);
     if (merge->parsed()) return merge_command(merge_args);
     if (backends->parsed()) return backends_command();
+    if (tolerance->parsed()) return tolerance_command(tolerance_args, tolerance_row);
   } catch (const UsageError& e) {
     fmt::print(stderr, "logprobs-check: {}\n", e.what());
     return kBadInput;

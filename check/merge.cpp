@@ -23,8 +23,9 @@ const char* const kSameRunFields[] = {
     "/k",
     "/tolerance/ulps",
     "/tolerance/norm_ulps",
+    "/tolerance/sum_rule",
     "/tolerance/sigma",
-    "/tolerance/linear_sum",
+    "/tolerance/floor",
     "/backends_under_test",
     "/shard/count",
 };

@@ -21,7 +21,56 @@ namespace {
 
 std::string format_error(double value) { return value == 0 ? "0" : fmt::format("{:.3g}", value); }
 
+nlohmann::json to_json(const RowLocation& at) {
+  return {{"batch", at.batch},
+          {"output_row", at.output_row},
+          {"kind", at.shape.kind()},
+          {"vocab", at.shape.vocab},
+          {"top_probability", at.shape.top_probability},
+          {"finite_range", at.shape.finite_range},
+          {"masked", at.shape.masked},
+          {"sum_rule", sum_rule_name(at.tolerance.sum_rule)},
+          {"dev", at.tolerance.dev},
+          {"sum_err", at.tolerance.sum_err}};
+}
+
+SumRule sum_rule_of(const nlohmann::json& name) {
+  const std::optional<SumRule> rule = sum_rule_from_name(name.get<std::string>());
+  if (!rule) throw nlohmann::json::other_error::create(501, "unknown sum rule " + name.dump(), &name);
+  return *rule;
+}
+
+RowLocation row_location_from_json(const nlohmann::json& json) {
+  RowLocation at;
+  at.batch = json.at("batch").get<std::uint64_t>();
+  at.output_row = json.at("output_row").get<std::uint64_t>();
+  at.shape.vocab = json.at("vocab").get<std::uint64_t>();
+  at.shape.top_probability = json.at("top_probability").get<double>();
+  at.shape.finite_range = json.at("finite_range").get<double>();
+  at.shape.masked = json.at("masked").get<std::uint64_t>();
+  at.tolerance.sum_rule = sum_rule_of(json.at("sum_rule"));
+  at.tolerance.dev = json.at("dev").get<double>();
+  at.tolerance.sum_err = json.at("sum_err").get<double>();
+  return at;
+}
+
 }  // namespace
+
+nlohmann::json tolerance_json(const Tolerance& tolerance) {
+  return {{"ulps", tolerance.ulps},
+          {"norm_ulps", tolerance.norm_ulps},
+          {"sum_rule", sum_rule_name(tolerance.sum_rule)},
+          {"sigma", tolerance.sigma},
+          {"floor", tolerance.floor}};
+}
+
+Tolerance tolerance_from_json(const nlohmann::json& json) {
+  return {.ulps = json.at("ulps").get<double>(),
+          .norm_ulps = json.at("norm_ulps").get<double>(),
+          .sum_rule = sum_rule_of(json.at("sum_rule")),
+          .sigma = json.at("sigma").get<double>(),
+          .floor = json.at("floor").get<double>()};
+}
 
 nlohmann::json to_json(const CellSummary& cell) {
   return {{"backend", cell.backend},
@@ -34,6 +83,8 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"max_abs_error", cell.stats.max_abs_error},
           {"max_ulp_error", cell.stats.max_ulp_error},
           {"max_tolerance_used", cell.stats.max_tolerance_used},
+          {"max_tolerance_row",
+           cell.stats.max_tolerance_row ? to_json(*cell.stats.max_tolerance_row) : nlohmann::json(nullptr)},
           {"failures", cell.failures},
           {"seconds", cell.seconds},
           {"first_failure", cell.first_failure},
@@ -50,6 +101,8 @@ CellSummary cell_from_json(const nlohmann::json& json) {
   cell.stats.max_abs_error = json.at("max_abs_error").get<double>();
   cell.stats.max_ulp_error = json.at("max_ulp_error").get<double>();
   cell.stats.max_tolerance_used = json.at("max_tolerance_used").get<double>();
+  if (const nlohmann::json& at = json.at("max_tolerance_row"); !at.is_null())
+    cell.stats.max_tolerance_row = row_location_from_json(at);
   cell.failures = json.at("failures").get<std::uint64_t>();
   cell.seconds = json.at("seconds").get<double>();
   cell.first_failure = json.value("first_failure", std::string());
@@ -87,12 +140,14 @@ std::uint64_t total_failures(std::span<const CellSummary> cells) {
 void print_table(std::ostream& os, std::span<const CellSummary> cells) {
   std::size_t name_width = 7;
   for (const CellSummary& c : cells) name_width = std::max(name_width, c.backend.size());
-  fmt::print(os, "{:<{}}  {:>5}  {:>8}  {:>7}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9}\n", "backend", name_width,
-             "K", "cases", "skipped", "rows", "max abs err", "max ulp err", "tol used", "failures", "backend s");
+  fmt::print(os, "{:<{}}  {:>5}  {:>8}  {:>7}  {:>10}  {:>11}  {:>11}  {:>8}  {:<9}  {:>8}  {:>9}\n", "backend",
+             name_width, "K", "cases", "skipped", "rows", "max abs err", "max ulp err", "tol used", "on a row", "failures",
+             "backend s");
   for (const CellSummary& c : cells)
-    fmt::print(os, "{:<{}}  {:>5}  {:>8}  {:>7}  {:>10}  {:>11}  {:>11}  {:>8}  {:>8}  {:>9.3f}\n", c.backend,
+    fmt::print(os, "{:<{}}  {:>5}  {:>8}  {:>7}  {:>10}  {:>11}  {:>11}  {:>8}  {:<9}  {:>8}  {:>9.3f}\n", c.backend,
                name_width, c.k, c.cases, c.skipped, c.stats.rows, format_error(c.stats.max_abs_error),
-               format_error(c.stats.max_ulp_error), format_error(c.stats.max_tolerance_used), c.failures, c.seconds);
+               format_error(c.stats.max_ulp_error), format_error(c.stats.max_tolerance_used),
+               c.stats.max_tolerance_row ? c.stats.max_tolerance_row->shape.kind() : "-", c.failures, c.seconds);
   // What each backend skipped, once per backend (the same parts recur at every K).
   std::map<std::string, std::set<std::string>> reasons;
   for (const CellSummary& c : cells) reasons[c.backend].insert(c.skip_reasons.begin(), c.skip_reasons.end());
@@ -115,11 +170,7 @@ nlohmann::json report_json(std::string_view command, const Tolerance& tolerance,
           {"version", LOGPROBS_VERSION},
           {"contract_version", kContractVersion},
           {"build", build_json()},
-          {"tolerance",
-           {{"ulps", tolerance.ulps},
-            {"norm_ulps", tolerance.norm_ulps},
-            {"sigma", tolerance.sigma},
-            {"linear_sum", tolerance.linear_sum}}},
+          {"tolerance", tolerance_json(tolerance)},
           {"backends", backends},
           {"command", command},
           {"results", results},
@@ -174,8 +225,9 @@ std::string tolerance_flags(const Tolerance& tolerance) {
   // fmt's {} prints the shortest text that parses back to the same double.
   if (tolerance.ulps != defaults.ulps) flags += fmt::format(" --ulps {}", tolerance.ulps);
   if (tolerance.norm_ulps != defaults.norm_ulps) flags += fmt::format(" --norm-ulps {}", tolerance.norm_ulps);
+  if (tolerance.sum_rule != defaults.sum_rule) flags += fmt::format(" --sum-rule {}", sum_rule_name(tolerance.sum_rule));
   if (tolerance.sigma != defaults.sigma) flags += fmt::format(" --sigma {}", tolerance.sigma);
-  if (tolerance.linear_sum) flags += " --linear-sum";
+  if (tolerance.floor != defaults.floor) flags += fmt::format(" --floor {}", tolerance.floor);
   return flags;
 }
 

@@ -53,7 +53,7 @@ struct CounterexampleFile {
 };
 
 // The table: backend, K, cases judged and skipped, rows, largest absolute and ULP error,
-// tolerance used, failures, time; then, for each backend that skipped cases, the parts it lacks.
+// tolerance used and the kind of row it was reached on, failures, time; then, for each backend that skipped cases, the parts it lacks.
 void print_table(std::ostream& os, std::span<const CellSummary> cells);
 
 // What built this binary: the version, the commit (with "-dirty" for uncommitted changes), the
@@ -69,6 +69,11 @@ nlohmann::json to_json(const CounterexampleFile& file);
 // The inverses, for `merge`; nlohmann::json::exception when a field is missing or mistyped.
 CellSummary cell_from_json(const nlohmann::json& json);
 CounterexampleFile counterexample_from_json(const nlohmann::json& json);
+
+// The tolerance as reports write it, and back (nlohmann::json::exception when a field is
+// missing, mistyped or an unknown sum rule).
+nlohmann::json tolerance_json(const Tolerance& tolerance);
+Tolerance tolerance_from_json(const nlohmann::json& json);
 
 // The command-line flags that set every tolerance option differing from the default, each
 // value printed so that it reads back as the same double ("" when all are default).

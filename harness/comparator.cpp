@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "sum_calibration.hpp"
+
 namespace logprobs {
 namespace {
 
@@ -27,11 +29,41 @@ struct RowFacts {
   double row_max = 0;              // the largest finite x (0 if none)
   bool normalizer_is_nan = false;  // SPEC §3: NaN or +inf present, or only -inf
   std::vector<float> top_logits;   // the K largest candidate x, descending
+  RowTolerance tolerance;
 };
+
+// The summation term of SPEC §5 under each rule.
+double sum_error(SumRule rule, double dev, std::uint64_t vocab, const Tolerance& tolerance) {
+  switch (rule) {
+    case SumRule::calibrated:
+      return std::max(tolerance.sigma * dev, std::ldexp(tolerance.floor, -24));
+    case SumRule::linear:
+      return std::ldexp(double(vocab), -24);
+    case SumRule::sqrt:
+      return tolerance.sigma * std::ldexp(std::sqrt(double(vocab)), -24);
+  }
+  return 0;
+}
+
+// row_tolerance for a row whose facts are known: its largest finite x, and whether SPEC §3 makes
+// its normalizer NaN (then there is nothing to calibrate).
+RowTolerance tolerance_of_row(std::span<const float> x, double row_max, bool normalizer_is_nan,
+                              const Tolerance& tolerance) {
+  RowTolerance row;
+  row.sum_rule = tolerance.sum_rule;
+  row.ulps = tolerance.ulps;
+  row.normalizer_term =
+      tolerance.norm_ulps * ulp_f32(static_cast<float>(std::fabs(row_max) + std::log(double(x.size()))));
+  if (tolerance.sum_rule == SumRule::calibrated && !normalizer_is_nan)
+    row.dev = calibrate_sums(x, static_cast<float>(row_max)).dev();
+  row.sum_err = sum_error(tolerance.sum_rule, row.dev, x.size(), tolerance);
+  return row;
+}
 
 bool is_candidate(float x) { return x > -kInf; }  // false for NaN and -inf
 
-void read_facts(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, RowFacts& facts) {
+void read_facts(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, const Tolerance& tolerance,
+                RowFacts& facts) {
   facts.x.resize(batch.vocab);
   read_row(batch, task, facts.x);
   bool any_finite = false;
@@ -44,6 +76,7 @@ void read_facts(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, 
   }
   if (!any_finite) facts.normalizer_is_nan = true;  // only -inf (or NaN and +inf)
   facts.row_max = largest_finite_logit(facts.x);
+  facts.tolerance = tolerance_of_row(facts.x, facts.row_max, facts.normalizer_is_nan, tolerance);
   auto& top = facts.top_logits;
   const std::size_t kept = std::min<std::size_t>(k, top.size());
   std::partial_sort(top.begin(), top.begin() + std::ptrdiff_t(kept), top.end(), std::greater<>());
@@ -63,7 +96,8 @@ class RowJudge {
   void judge(const RowTask& task, const ResultData& reference, const ResultData& got) {
     b_ = task.batch_item;
     o_ = task.output_row;
-    read_facts(batch_, task, k_, facts_);
+    read_facts(batch_, task, k_, tolerance_, facts_);
+    shape_.reset();
     ++verdict_.stats.rows;
     judge_tokens(task.token, got);
     if (got.ranks) judge_rank(task.token, got);
@@ -73,7 +107,7 @@ class RowJudge {
 
  private:
   void fail(Rule rule, std::uint64_t slot, std::uint32_t token, std::string what) {
-    verdict_.violations.push_back({rule, b_, o_, slot, token, std::move(what)});
+    verdict_.violations.push_back({rule, b_, o_, slot, token, std::move(what), facts_.tolerance});
   }
 
   void judge_tokens(std::uint32_t s, const ResultData& got) {
@@ -170,7 +204,8 @@ class RowJudge {
   }
 
   void judge_value(std::uint64_t slot, std::uint32_t t, float got, float want) {
-    const bool agrees = value_agrees(got, want, facts_.row_max, batch_.vocab, tolerance_);
+    const RowTolerance& row = facts_.tolerance;
+    const bool agrees = value_agrees(got, want, row);
     if (std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got)) {
       if (!agrees)
         fail(Rule::value, slot, t,
@@ -178,15 +213,22 @@ class RowJudge {
       return;
     }
     const double error = std::fabs(double(got) - double(want));
-    const double allowed = allowed_error(want, facts_.row_max, batch_.vocab, tolerance_);
+    const double allowed = row.allowed(want);
     ErrorStats& stats = verdict_.stats;
     ++stats.values;
     stats.max_abs_error = std::max(stats.max_abs_error, error);
     if (std::fabs(want) >= kUlpStatsFloor) stats.max_ulp_error = std::max(stats.max_ulp_error, error / ulp_f32(want));
-    stats.max_tolerance_used = std::max(stats.max_tolerance_used, error / allowed);
+    const double used = error == 0 ? 0.0 : error / allowed;  // infinite where nothing is allowed
+    if (used > stats.max_tolerance_used || !stats.max_tolerance_row) {
+      stats.max_tolerance_used = std::max(stats.max_tolerance_used, used);
+      if (!shape_) shape_ = row_shape(facts_.x);  // once per row, and only for a row that sets the figure
+      stats.max_tolerance_row = RowLocation{b_, o_, *shape_, row};
+    }
     if (!agrees)
       fail(Rule::value, slot, t,
-           fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g})", t, got, want, error, allowed));
+           fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g}; sum_err {:.3g} by the {} rule{})", t,
+                       got, want, error, allowed, row.sum_err, sum_rule_name(row.sum_rule),
+                       row.sum_rule == SumRule::calibrated ? fmt::format(", dev {:.3g}", row.dev) : ""));
   }
 
   const RaggedBatch& batch_;
@@ -197,6 +239,7 @@ class RowJudge {
   std::uint64_t b_ = 0;
   std::uint64_t o_ = 0;
   RowFacts facts_;
+  std::optional<RowShape> shape_;  // of the row being judged, once needed
 };
 
 bool has_shape(const ResultData& r, std::uint64_t rows, std::uint64_t width) {
@@ -234,6 +277,8 @@ void ErrorStats::merge(const ErrorStats& other) {
   values += other.values;
   max_abs_error = std::max(max_abs_error, other.max_abs_error);
   max_ulp_error = std::max(max_ulp_error, other.max_ulp_error);
+  if (other.max_tolerance_row && (!max_tolerance_row || other.max_tolerance_used > max_tolerance_used))
+    max_tolerance_row = other.max_tolerance_row;
   max_tolerance_used = std::max(max_tolerance_used, other.max_tolerance_used);
 }
 
@@ -243,18 +288,63 @@ double ulp_f32(float value) {
   return double(std::nextafter(a, kInf)) - double(a);
 }
 
-double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
-  const double v = double(vocab);
-  const double normalizer_size = std::fabs(row_max) + std::log(v);
-  const double sum_error = tolerance.linear_sum ? std::ldexp(v, -24) : tolerance.sigma * std::ldexp(std::sqrt(v), -24);
-  return tolerance.ulps * ulp_f32(static_cast<float>(ref)) +
-         tolerance.norm_ulps * ulp_f32(static_cast<float>(normalizer_size)) + sum_error;
+double RowTolerance::allowed(double ref) const {
+  return ulps * ulp_f32(static_cast<float>(ref)) + normalizer_term + sum_err;
 }
 
-bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance) {
+RowTolerance row_tolerance(std::span<const float> x, const Tolerance& tolerance) {
+  const bool any_finite = std::any_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
+  const bool nan_or_inf = std::any_of(x.begin(), x.end(), [](float v) { return std::isnan(v) || v == kInf; });
+  return tolerance_of_row(x, largest_finite_logit(x), nan_or_inf || !any_finite, tolerance);
+}
+
+bool value_agrees(float got, float want, const RowTolerance& row) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
   if (std::isinf(want) || std::isinf(got)) return got == want;
-  return std::fabs(double(got) - double(want)) <= allowed_error(want, row_max, vocab, tolerance);
+  return std::fabs(double(got) - double(want)) <= row.allowed(want);
+}
+
+const char* RowShape::kind() const {
+  if (top_probability >= 0.5) return "confident";
+  if (masked > 0) return "masked";
+  if (finite_range <= 1) return "flat";
+  return "spread";
+}
+
+RowShape row_shape(std::span<const float> x) {
+  RowShape shape;
+  shape.vocab = x.size();
+  const double m = largest_finite_logit(x);
+  double smallest = std::numeric_limits<double>::infinity(), sum = 0;
+  for (const float v : x) {
+    if (v == -kInf) ++shape.masked;
+    if (!std::isfinite(v)) continue;
+    smallest = std::min(smallest, double(v));
+    sum += std::exp(double(v) - m);
+  }
+  if (sum > 0) {
+    shape.top_probability = 1 / sum;
+    shape.finite_range = m - smallest;
+  }
+  return shape;
+}
+
+const char* sum_rule_name(SumRule rule) {
+  switch (rule) {
+    case SumRule::calibrated:
+      return "calibrated";
+    case SumRule::linear:
+      return "linear";
+    case SumRule::sqrt:
+      return "sqrt";
+  }
+  return "unknown";
+}
+
+std::optional<SumRule> sum_rule_from_name(std::string_view name) {
+  for (const SumRule rule : {SumRule::calibrated, SumRule::linear, SumRule::sqrt})
+    if (name == sum_rule_name(rule)) return rule;
+  return std::nullopt;
 }
 
 double largest_finite_logit(std::span<const float> x) {
@@ -283,7 +373,8 @@ Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultDa
                      "W = K + 1){}",
                      got.rows, got.width, got.lp_logits.size(), got.lp_tokens.size(),
                      got.ranks ? fmt::format(" and {} ranks", got.lp_ranks.size()) : "", shape.rows, shape.width,
-                     got.ranks ? ", ranks [N]" : "")});
+                     got.ranks ? ", ranks [N]" : ""),
+         RowTolerance{}});
     return verdict;
   }
   RowJudge judge(batch, k, tolerance, verdict);

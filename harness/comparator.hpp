@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "batch_data.hpp"
@@ -12,24 +14,59 @@
 namespace logprobs {
 
 // A value v with reference value ref, in a row of V logits whose largest finite x is m, agrees
-// when
+// when (SPEC §5)
 //
-//   |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) + sum_err(V)
+//   |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) + sum_err(row)
 //
 // with ulp(y) the spacing of f32 values at |y|. The first term is the output's own rounding; the
 // second the rounding of the normalizer n, whose size is about |m| + log S <= |m| + log V; the
 // third the error of the sum S = sum_j exp(x_j - m), which log S turns into the same absolute
-// error of every value: sigma * sqrt(V) * 2^-24 for a sum whose rounding errors do not all point
-// one way (blocked, pairwise or multi-lane sums), or, for a backend that declares one f32 chain
-// (linear_sum), V * 2^-24, Higham's bound gamma_{V-1} for a sum of V nonnegative terms (Accuracy
-// and Stability of Numerical Algorithms, 4.2): the `max` port reaches 95% of it at V = 152064 on
-// a row with one dominant logit and every other 16.6 below it, where each addition rounds.
-struct Tolerance {
-  double ulps = 4;          // units in the last place of the f32 reference value
-  double norm_ulps = 4;     // units in the last place of |m| + log V
-  double sigma = 2;         // sum_err(V) = sigma * sqrt(V) * 2^-24
-  bool linear_sum = false;  // sum_err(V) = V * 2^-24 instead (one f32 chain)
+// error of every value of the row. How sum_err is found is the sum rule:
+enum class SumRule : std::uint8_t {
+  // max(sigma * dev, floor * 2^-24), dev the largest drift of an honest f32 sum on THIS row
+  // (sum_calibration.hpp): tight on the rows where every honest order is accurate, wide enough on
+  // the confident rows where every order drifts. The default (contract v3).
+  calibrated,
+  // V * 2^-24: Higham's bound gamma_{V-1} for one f32 chain of V nonnegative terms (Accuracy and
+  // Stability of Numerical Algorithms, 4.2), for a kernel that sums so (the `max` port reaches
+  // 95% of it at V = 152064 on a row with one dominant logit and every other 16.6 below it).
+  linear,
+  // sigma * sqrt(V) * 2^-24: contract v2's rule, for comparing with earlier reports.
+  sqrt,
 };
+
+// "calibrated", "linear", "sqrt".
+const char* sum_rule_name(SumRule rule);
+// The rule of that name, or nothing.
+std::optional<SumRule> sum_rule_from_name(std::string_view name);
+
+struct Tolerance {
+  double ulps = 4;       // units in the last place of the f32 reference value
+  double norm_ulps = 4;  // units in the last place of |m| + log V
+  SumRule sum_rule = SumRule::calibrated;
+  double sigma = 2;  // calibrated: sigma * dev; sqrt: sigma * sqrt(V) * 2^-24
+  // calibrated: sum_err is at least floor * 2^-24, a few ulp of relative error in S that an exp
+  // of 1-2 ulp leaves in it, whatever the summation order.
+  double floor = 8;
+  bool operator==(const Tolerance&) const = default;
+};
+
+// What SPEC §5 allows on one row, found from the row's x alone: the terms that do not depend on
+// the value judged.
+struct RowTolerance {
+  SumRule sum_rule = SumRule::calibrated;
+  double dev = 0;      // calibrated: the largest drift of an honest f32 sum of the row; else 0
+  double sum_err = 0;  // the summation term
+  double normalizer_term = 0;  // norm_ulps * ulp(|m| + log V)
+  double ulps = 0;
+  // The error allowed between a value and its reference value `ref` in this row.
+  double allowed(double ref) const;
+};
+
+// The tolerance of a row x (SPEC §2.5's x: widened, divided by the temperature). A row whose
+// normalizer is NaN (SPEC §3) is not calibrated: its values must be NaN, which no tolerance
+// loosens.
+RowTolerance row_tolerance(std::span<const float> x, const Tolerance& tolerance);
 
 // Which SPEC §5/§6 rule a violation breaks.
 enum class Rule {
@@ -47,16 +84,40 @@ enum class Rule {
 
 const char* rule_name(Rule rule);
 
-// One broken rule, located. message() reads like
-// "batch 2, output row 7, slot 3: token 17 got -1.25 want -1.5 (value off by 0.25 > 1.2e-5)".
+// The kind of row a figure was reached on, for reports: "confident" (the largest x holds at least
+// half the probability: the row of a sure next token, where every other exponential is small
+// beside the running sums and honest f32 sums drift most), "masked" (some -inf), "flat" (every
+// finite x within 1 of the largest), else "spread".
+struct RowShape {
+  std::uint64_t vocab = 0;
+  double top_probability = 0;  // exp(m - m) / S = 1 / S: the largest x's probability
+  double finite_range = 0;     // the largest finite x minus the smallest
+  std::uint64_t masked = 0;    // entries of -inf
+  const char* kind() const;
+};
+
+RowShape row_shape(std::span<const float> x);
+
+// One broken rule, located, with its row's tolerance. message() reads like
+// "batch 2, output row 7, slot 3: token 17 got -1.25 want -1.5 (value off by 0.25 > 1.2e-05;
+// sum_err 4.77e-07 by the calibrated rule, dev 1.3e-07)".
 struct Violation {
   Rule rule = Rule::value;
   std::uint64_t batch = 0;
   std::uint64_t output_row = 0;
   std::uint64_t slot = 0;
   std::uint32_t token = 0;
-  std::string what;  // the rule broken, with got and want
+  std::string what;        // the rule broken, with got and want
+  RowTolerance tolerance;  // its row's (what a value violation's allowed error is built on)
   std::string message() const;
+};
+
+// Where a figure was reached: the row, its kind and its tolerance.
+struct RowLocation {
+  std::uint64_t batch = 0;
+  std::uint64_t output_row = 0;
+  RowShape shape;
+  RowTolerance tolerance;
 };
 
 // The largest errors seen against the reference, over values that were compared (also when
@@ -71,6 +132,7 @@ struct ErrorStats {
   // max |got - ref| / allowed: the share of the tolerance used (<= 1 passes). Comparable across
   // rows of any scale and values of any size, so the figure to compare two backends' accuracy by.
   double max_tolerance_used = 0;
+  std::optional<RowLocation> max_tolerance_row;  // where max_tolerance_used was reached
   void merge(const ErrorStats& other);
 };
 
@@ -93,15 +155,11 @@ inline Verdict compare_result(const BatchData& batch, std::uint32_t k, const Res
   return compare_result(batch.view(), k, reference, got, tolerance);
 }
 
-// The error allowed between a value and its reference value `ref` in a row of `vocab` logits
-// whose largest finite x is `row_max` (see Tolerance).
-double allowed_error(double ref, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
+// SPEC §5's rule for one value of a row: NaN matches NaN, an infinity the same infinity, anything
+// else within row.allowed(want) of `want`, the reference's value.
+bool value_agrees(float got, float want, const RowTolerance& row);
 
-// SPEC §5's rule for one value: NaN matches NaN, an infinity the same infinity, anything else
-// within allowed_error of `want`, the reference's value.
-bool value_agrees(float got, float want, double row_max, std::uint64_t vocab, const Tolerance& tolerance);
-
-// The largest finite x of a row, 0 when it has none: the `row_max` of the rules above.
+// The largest finite x of a row, 0 when it has none: SPEC §5's m.
 double largest_finite_logit(std::span<const float> x);
 
 // SPEC §2.9: the number of x_j >= x_s (NaN never counted; 0 when x_s is NaN).

@@ -10,7 +10,7 @@
 namespace logprobs {
 
 Tolerance tolerance_for(const Backend& backend, Tolerance tolerance) {
-  if (backend.sums_in_one_chain()) tolerance.linear_sum = true;
+  if (backend.sums_in_one_chain()) tolerance.sum_rule = SumRule::linear;
   return tolerance;
 }
 

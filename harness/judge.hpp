@@ -24,8 +24,8 @@ struct BackendOutcome {
 // or "" when every bit is the same. NaN payloads count as bits.
 std::string first_bit_difference(const ResultData& got, const ResultData& want);
 
-// The tolerance `backend` is judged by: `tolerance`, with the one-chain summation term when the
-// backend declares one f32 chain (SPEC §5).
+// The tolerance `backend` is judged by: `tolerance`, with the linear sum rule when the backend
+// declares one f32 chain (SPEC §5).
 Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
 
 // Runs `backend` on `batch` at top-K width `k`, asking for ranks when `ranks` (an exception it

@@ -148,7 +148,7 @@ inline ::testing::AssertionResult matches_by_hand(const BatchData& batch, std::u
 // SPEC §5's value rule (the comparator's, value_agrees) for one value worked out by hand in
 // double, in a row whose logits are x.
 inline ::testing::AssertionResult value_close(float got, double want, std::span<const float> x) {
-  if (value_agrees(got, static_cast<float>(want), largest_finite_logit(x), x.size(), Tolerance{}))
+  if (value_agrees(got, static_cast<float>(want), row_tolerance(x, Tolerance{})))
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "got " << got << " want " << want << " (off by "
                                        << std::abs(double(got) - want) << ")";

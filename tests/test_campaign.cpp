@@ -95,7 +95,8 @@ TEST(LogprobsCheckCampaign, ReplayLineCarriesTheToleranceOptions) {
   const std::string& replay = report.counterexamples[0].replay_command;
   EXPECT_TRUE(contains(replay, " --ulps 2 --norm-ulps 3e-06")) << replay;
   EXPECT_FALSE(contains(replay, "--sigma")) << "the default is left out: " << replay;
-  EXPECT_EQ(tolerance_flags({.sigma = 0.5, .linear_sum = true}), " --sigma 0.5 --linear-sum");
+  EXPECT_EQ(tolerance_flags({.sum_rule = SumRule::linear, .sigma = 0.5}), " --sum-rule linear --sigma 0.5");
+  EXPECT_EQ(tolerance_flags({.sum_rule = SumRule::sqrt, .floor = 0}), " --sum-rule sqrt --floor 0");
   EXPECT_EQ(tolerance_flags(Tolerance{}), "");
 }
 

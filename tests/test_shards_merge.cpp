@@ -26,7 +26,7 @@ using testing_support::StartedCommand;
 // A tolerance tight enough that some cells fail (cpu's) and some pass (max at K = 0), so verdicts
 // are compared, not only zeros; max skips K = 5 altogether.
 const std::string kRun =
-    "campaign --seed 21 --cases 45 --k 0,5 --backends max,cpu --ulps 1 --norm-ulps 0 --sigma 0 --time 600";
+    "campaign --seed 21 --cases 45 --k 0,5 --backends max,cpu --ulps 1 --norm-ulps 0 --sigma 0 --floor 0 --time 600";
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -11,7 +11,7 @@ namespace logprobs {
 
 // The version of SPEC.md this build implements; reports carry it, so results judged under
 // different contracts are never merged or compared as one.
-inline constexpr int kContractVersion = 2;
+inline constexpr int kContractVersion = 3;
 
 // K, the top-K width, is 0..kMaxK. MAX's `levels` L (0..kMaxLevels) is the form K = 2^L - 1.
 inline constexpr std::uint32_t kMaxK = 65535;

@@ -36,7 +36,7 @@ extern "C" {
 
 /* The API's version: it changes whenever a declaration here changes meaning or layout. A caller
  * compares logprobs_api_version() with the LOGPROBS_API_VERSION it was written against. */
-#define LOGPROBS_API_VERSION 1
+#define LOGPROBS_API_VERSION 2
 LOGPROBS_API uint32_t logprobs_api_version(void);
 
 /* ---- Errors ------------------------------------------------------------------------------ */
@@ -152,7 +152,7 @@ typedef struct logprobs_backend_info {
   int32_t temperatures;
   int32_t ranks;
   int32_t any_k;             /* a K not of the form 2^L - 1 */
-  int32_t sums_in_one_chain; /* judged with linear_sum (SPEC §5) */
+  int32_t sums_in_one_chain; /* judged by the linear sum rule (SPEC §5) */
   int32_t claims_canonical_arithmetic; /* its bits are the canonical backend's (SPEC §8) */
   int32_t computes_on_host;
 } logprobs_backend_info;
@@ -176,17 +176,25 @@ LOGPROBS_API logprobs_status logprobs_reference(const logprobs_batch_view* batch
 
 /* ---- Judging (SPEC §5, §6) --------------------------------------------------------------- */
 
-/* |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) + sum_err(V), with sum_err(V) =
- * sigma * sqrt(V) * 2^-24, or V * 2^-24 with linear_sum (one f32 chain). Each term finite and
- * >= 0. */
+/* SPEC §5: |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) + sum_err(row), where the
+ * sum rule gives sum_err: LOGPROBS_SUM_CALIBRATED max(sigma * dev, floor * 2^-24), dev the largest
+ * drift of an honest f32 sum of the row's exponentials (in 4 to 1024 lanes) from the exact sum;
+ * LOGPROBS_SUM_LINEAR V * 2^-24 (one f32 chain); LOGPROBS_SUM_SQRT sigma * sqrt(V) * 2^-24
+ * (contract version 2's rule). Each number finite and >= 0. */
+#define LOGPROBS_SUM_CALIBRATED 0
+#define LOGPROBS_SUM_LINEAR 1
+#define LOGPROBS_SUM_SQRT 2
 typedef struct logprobs_tolerance {
   double ulps;
   double norm_ulps;
   double sigma;
-  int32_t linear_sum;
+  int32_t sum_rule;
+  double floor;
 } logprobs_tolerance;
-/* The defaults: ulps 4, norm_ulps 4, sigma 2, no linear_sum. */
+/* The defaults: ulps 4, norm_ulps 4, sigma 2, LOGPROBS_SUM_CALIBRATED, floor 8. */
 LOGPROBS_API void logprobs_tolerance_default(logprobs_tolerance* tolerance);
+/* "calibrated", "linear", "sqrt"; "unknown" for another value. */
+LOGPROBS_API const char* logprobs_sum_rule_name(int32_t sum_rule);
 
 /* The rule a violation breaks (logprobs-check's names, from logprobs_rule_name). */
 #define LOGPROBS_RULE_SHAPE 0
@@ -211,7 +219,26 @@ typedef struct logprobs_violation {
   uint32_t token;
   const char* what;    /* the rule broken, with got and want */
   const char* message; /* "batch 2, output row 7, slot 3: token 17 got ... want ..." */
+  /* The tolerance of the violation's row (a value violation's allowed error is built on it). */
+  int32_t sum_rule;
+  double dev;     /* the row's calibration (SPEC §5); 0 under the other rules */
+  double sum_err; /* the row's summation term */
 } logprobs_violation;
+
+/* A row a figure was reached on: where, what kind ("confident", "masked", "flat", "spread"), and
+ * its summation term. */
+typedef struct logprobs_row_location {
+  int32_t found; /* 0: no finite value was compared, and nothing below is set */
+  uint64_t batch;
+  uint64_t output_row;
+  const char* kind;
+  uint64_t vocab;
+  double top_probability; /* the largest x's probability, 1 / S */
+  uint64_t masked; /* entries of -inf */
+  int32_t sum_rule;
+  double dev;
+  double sum_err;
+} logprobs_row_location;
 
 /* The largest errors against the reference over the finite values compared (also when they
  * passed), and the tolerance the result was judged by. */
@@ -222,6 +249,7 @@ typedef struct logprobs_stats {
   double max_ulp_error;      /* over values with |ref| >= 2^-10 */
   double max_tolerance_used; /* max |got - ref| / allowed: at most 1 passes */
   logprobs_tolerance tolerance;
+  logprobs_row_location max_tolerance_row; /* where max_tolerance_used was reached */
 } logprobs_stats;
 
 typedef struct logprobs_verdict logprobs_verdict;

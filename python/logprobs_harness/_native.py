@@ -6,7 +6,7 @@ import ctypes
 import os
 import pathlib
 
-API_VERSION = 1  # the LOGPROBS_API_VERSION this package was written against
+API_VERSION = 2  # the LOGPROBS_API_VERSION this package was written against
 LIBRARY_ENV = "LOGPROBS_HARNESS_LIBRARY"
 LIBRARY_NAME = "liblogprobs_c.so"
 
@@ -82,20 +82,30 @@ class BackendInfo(ctypes.Structure):
                 ("computes_on_host", c_i32)]
 
 
+SUM_RULES = ("calibrated", "linear", "sqrt")  # LOGPROBS_SUM_CALIBRATED, _LINEAR, _SQRT
+
+
 class Tolerance(ctypes.Structure):
     _fields_ = [("ulps", ctypes.c_double), ("norm_ulps", ctypes.c_double), ("sigma", ctypes.c_double),
-                ("linear_sum", c_i32)]
+                ("sum_rule", c_i32), ("floor", ctypes.c_double)]
 
 
 class Violation(ctypes.Structure):
     _fields_ = [("rule", c_i32), ("rule_name", ctypes.c_char_p), ("batch", c_u64), ("output_row", c_u64),
-                ("slot", c_u64), ("token", c_u32), ("what", ctypes.c_char_p), ("message", ctypes.c_char_p)]
+                ("slot", c_u64), ("token", c_u32), ("what", ctypes.c_char_p), ("message", ctypes.c_char_p),
+                ("sum_rule", c_i32), ("dev", ctypes.c_double), ("sum_err", ctypes.c_double)]
+
+
+class RowLocation(ctypes.Structure):
+    _fields_ = [("found", c_i32), ("batch", c_u64), ("output_row", c_u64), ("kind", ctypes.c_char_p),
+                ("vocab", c_u64), ("top_probability", ctypes.c_double), ("masked", c_u64), ("sum_rule", c_i32),
+                ("dev", ctypes.c_double), ("sum_err", ctypes.c_double)]
 
 
 class Stats(ctypes.Structure):
     _fields_ = [("rows", c_u64), ("values", c_u64), ("max_abs_error", ctypes.c_double),
                 ("max_ulp_error", ctypes.c_double), ("max_tolerance_used", ctypes.c_double),
-                ("tolerance", Tolerance)]
+                ("tolerance", Tolerance), ("max_tolerance_row", RowLocation)]
 
 
 class RandomOptions(ctypes.Structure):

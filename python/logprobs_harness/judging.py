@@ -18,8 +18,12 @@ from .result import Result
 BackendInfo = collections.namedtuple(
     "BackendInfo", "name description available unavailable_reason variant_of bf16_logits f16_logits temperatures "
                    "ranks any_k sums_in_one_chain claims_canonical_arithmetic computes_on_host")
-Tolerance = collections.namedtuple("Tolerance", "ulps norm_ulps sigma linear_sum")
-Violation = collections.namedtuple("Violation", "rule batch row slot token what message")
+Tolerance = collections.namedtuple("Tolerance", "ulps norm_ulps sum_rule sigma floor")
+# A broken rule, located, with its row's summation term (sum_rule, dev, sum_err: SPEC §5).
+Violation = collections.namedtuple("Violation", "rule batch row slot token what message sum_rule dev sum_err")
+# The row a figure was reached on: where, its kind ("confident", "masked", "flat", "spread") and
+# its summation term.
+RowLocation = collections.namedtuple("RowLocation", "batch row kind vocab top_probability masked sum_rule dev sum_err")
 
 # While a test is being shrunk, its failures write no replay files (set by the pytest plugin).
 replay_files_enabled = contextvars.ContextVar("logprobs_harness_replay_files", default=True)
@@ -27,7 +31,13 @@ replay_files_enabled = contextvars.ContextVar("logprobs_harness_replay_files", d
 default_replay_dir = contextvars.ContextVar("logprobs_harness_replay_dir", default=None)
 _DEFAULTS = _native.Tolerance()
 lib.logprobs_tolerance_default(ctypes.byref(_DEFAULTS))
-DEFAULT_TOLERANCE = Tolerance(_DEFAULTS.ulps, _DEFAULTS.norm_ulps, _DEFAULTS.sigma, bool(_DEFAULTS.linear_sum))
+
+
+def _tolerance_from_c(t):
+    return Tolerance(t.ulps, t.norm_ulps, _native.SUM_RULES[t.sum_rule], t.sigma, t.floor)
+
+
+DEFAULT_TOLERANCE = _tolerance_from_c(_DEFAULTS)
 
 
 def backends():
@@ -64,8 +74,9 @@ def run(backend, batch, k, ranks=False):
 
 class Report:
     """The verdict on one result: `ok`, the violations (each with its rule, batch, output row,
-    slot, token and message; the first `limit` kept, `violation_count` all of them), and the
-    largest errors against the reference with the share of the tolerance used."""
+    slot, token, message and its row's summation term; the first `limit` kept, `violation_count`
+    all of them), and the largest errors against the reference with the share of the tolerance
+    used and the row it was reached on (`tolerance_row`, None when no finite value was compared)."""
 
     def __init__(self, verdict, limit):
         stats = _native.Stats()
@@ -77,12 +88,16 @@ class Report:
             v = _native.Violation()
             call(lib.logprobs_verdict_violation, verdict, i, ctypes.byref(v))
             self.violations.append(Violation(_native.text(v.rule_name), v.batch, v.output_row, v.slot, v.token,
-                                             _native.text(v.what), _native.text(v.message)))
+                                             _native.text(v.what), _native.text(v.message),
+                                             _native.SUM_RULES[v.sum_rule], v.dev, v.sum_err))
         self.rows, self.values = stats.rows, stats.values
         self.max_abs_error, self.max_ulp_error = stats.max_abs_error, stats.max_ulp_error
         self.tolerance_used = stats.max_tolerance_used
-        t = stats.tolerance
-        self.tolerance = Tolerance(t.ulps, t.norm_ulps, t.sigma, bool(t.linear_sum))
+        self.tolerance = _tolerance_from_c(stats.tolerance)
+        at = stats.max_tolerance_row
+        self.tolerance_row = RowLocation(at.batch, at.output_row, _native.text(at.kind), at.vocab, at.top_probability,
+                                         at.masked, _native.SUM_RULES[at.sum_rule], at.dev,
+                                         at.sum_err) if at.found else None
 
     def __bool__(self):
         return self.ok
@@ -96,8 +111,10 @@ class Report:
         count = self.violation_count
         head = "agrees" if self.ok else f"{count} violation{'s' if count != 1 else ''} ({_rules_text(self.rules)})"
         rows = f"{self.rows} row{'' if self.rows == 1 else 's'}"
+        where = f" on a {self.tolerance_row.kind} row" if self.tolerance_row else ""
         return (f"{head}; {rows}, largest error {self.max_abs_error:.3g} ({self.max_ulp_error:.3g} ulp), "
-                f"tolerance used {self.tolerance_used:.3g} (at most 1 passes)")
+                f"tolerance used {self.tolerance_used:.3g}{where} (at most 1 passes; {self.tolerance.sum_rule} "
+                f"sum rule)")
 
     def __repr__(self):
         return f"<logprobs_harness.Report {self.summary()}>"
@@ -130,30 +147,24 @@ def _result_from(result, k, layout_arrays):
                         k=k)
 
 
-@functools.lru_cache(maxsize=None)
-def _one_chain_backends():
-    """The backends judged as one f32 chain: fixed for a build, so listed once."""
-    return frozenset(b.name for b in backends() if b.sums_in_one_chain)
-
-
-def _one_chain(backend):
-    return bool(backend) and backend in _one_chain_backends()
-
-
 def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=None, top_tokens=None,
-          top_logprobs=None, sampled_logprobs=None, ranks=None, ulps=None, norm_ulps=None, sigma=None,
-          linear_sum=None, limit=10000):
+          top_logprobs=None, sampled_logprobs=None, ranks=None, ulps=None, norm_ulps=None, sum_rule=None, sigma=None,
+          floor=None, linear_sum=None, limit=10000):
     """Judges a result for the batch at top-K width k (a Result, or the arrays of one layout)
     against the input and the reference: tokens exact and tie-aware, ranks exact when given,
     greedy-exactness, values within |v - ref| <= ulps * ulp(ref) + norm_ulps * ulp(|m| + log V) +
-    sum_err(V). A tolerance term left out is the default; linear_sum left out is true for a
-    result from a backend that sums in one f32 chain (SPEC §5). Returns a Report."""
+    sum_err(row) (SPEC §5). sum_rule: "calibrated" (the default: max(sigma * dev, floor * 2^-24),
+    dev the drift of honest f32 sums on the row), "linear" (V * 2^-24, a kernel that sums in one f32
+    chain, as MAX's does; linear_sum=True says the same) or "sqrt" (contract v2's sigma * sqrt(V) *
+    2^-24). A term left out is the default: the tolerance comes from these arguments alone, never
+    from the result or its file. Returns a Report."""
     got = _result_from(result, k, {"lp_logits": lp_logits, "lp_tokens": lp_tokens, "lp_ranks": lp_ranks,
                                    "top_tokens": top_tokens, "top_logprobs": top_logprobs,
                                    "sampled_logprobs": sampled_logprobs, "ranks": ranks})
-    tolerance = tolerance_of(ulps, norm_ulps, sigma, _one_chain(got.backend) if linear_sum is None else linear_sum)
+    tolerance = tolerance_of(ulps, norm_ulps, sum_rule, sigma, floor, linear_sum)
     view, verdict = got.view(), _native.c_ptr()
-    c_tolerance = _native.Tolerance(tolerance.ulps, tolerance.norm_ulps, tolerance.sigma, int(tolerance.linear_sum))
+    c_tolerance = _native.Tolerance(tolerance.ulps, tolerance.norm_ulps, tolerance.sigma,
+                                    _native.SUM_RULES.index(tolerance.sum_rule), tolerance.floor)
     call(lib.logprobs_judge, ctypes.byref(batch.view), k, ctypes.byref(view), ctypes.byref(c_tolerance),
          ctypes.byref(verdict))
     try:
@@ -164,10 +175,18 @@ def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=Non
     return report
 
 
-def tolerance_of(ulps=None, norm_ulps=None, sigma=None, linear_sum=False):
+def tolerance_of(ulps=None, norm_ulps=None, sum_rule=None, sigma=None, floor=None, linear_sum=None):
+    """The Tolerance these terms make, each left out (None) the default's."""
+    if linear_sum is not None and not isinstance(linear_sum, bool):
+        raise TypeError(f"linear_sum must be True or False, got {linear_sum!r}")
+    if linear_sum and sum_rule not in (None, "linear"):
+        raise ValueError(f"linear_sum=True is sum_rule='linear', which sum_rule={sum_rule!r} contradicts")
+    rule = "linear" if linear_sum else (DEFAULT_TOLERANCE.sum_rule if sum_rule is None else sum_rule)
+    if rule not in _native.SUM_RULES:
+        raise ValueError(f"sum_rule must be one of {', '.join(_native.SUM_RULES)}, got {rule!r}")
     d = DEFAULT_TOLERANCE
     return Tolerance(d.ulps if ulps is None else float(ulps), d.norm_ulps if norm_ulps is None else float(norm_ulps),
-                     d.sigma if sigma is None else float(sigma), bool(linear_sum))
+                     rule, d.sigma if sigma is None else float(sigma), d.floor if floor is None else float(floor))
 
 
 class Disagreement(AssertionError):
@@ -186,16 +205,31 @@ def check_program():
 
 
 def tolerance_flags(tolerance, one_chain_implied=False):
-    """The options that give logprobs-check this tolerance (those that differ from the default)."""
+    """The options that give logprobs-check this tolerance (those that differ from the default);
+    the linear rule is left out where the command implies it (compare of a one-chain backend)."""
     flags = []
     for name, value, default in (("--ulps", tolerance.ulps, DEFAULT_TOLERANCE.ulps),
-                                 ("--norm-ulps", tolerance.norm_ulps, DEFAULT_TOLERANCE.norm_ulps),
-                                 ("--sigma", tolerance.sigma, DEFAULT_TOLERANCE.sigma)):
+                                 ("--norm-ulps", tolerance.norm_ulps, DEFAULT_TOLERANCE.norm_ulps)):
         if value != default:
             flags += [name, repr(float(value))]  # repr: the shortest text that reads back as the same double
-    if tolerance.linear_sum and not one_chain_implied:
-        flags.append("--linear-sum")
+    if tolerance.sum_rule != DEFAULT_TOLERANCE.sum_rule and not (one_chain_implied and tolerance.sum_rule == "linear"):
+        flags += ["--sum-rule", tolerance.sum_rule]
+    for name, value, default in (("--sigma", tolerance.sigma, DEFAULT_TOLERANCE.sigma),
+                                 ("--floor", tolerance.floor, DEFAULT_TOLERANCE.floor)):
+        if value != default:
+            flags += [name, repr(float(value))]
     return flags
+
+
+@functools.lru_cache(maxsize=None)
+def _one_chain_backends():
+    """The backends that `compare` judges by the linear rule (they declare one f32 chain): fixed
+    for a build, so listed once."""
+    return frozenset(b.name for b in backends() if b.sums_in_one_chain)
+
+
+def _one_chain(backend):
+    return bool(backend) and backend in _one_chain_backends()
 
 
 def replay_commands(batch_path, result_path, k, tolerance, backend=None, ranks=False):

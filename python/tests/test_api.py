@@ -28,7 +28,7 @@ def split_of(result):
 
 
 def test_version_and_library():
-    assert lh.API_VERSION == 1
+    assert lh.API_VERSION == 2  # 2: contract v3's sum rules in logprobs_tolerance, violations and stats
     assert lh.library_path.name == "liblogprobs_c.so"
     assert lh.__version__ != "0+unknown"
 
@@ -102,7 +102,8 @@ def test_reference_and_the_backends_agree():
         result = lh.run(backend, batch, 3)
         report = lh.judge(batch, 3, result)
         assert report.ok and report.rows == 2 and report.values == 8, report
-        assert report.tolerance.linear_sum == (backend == "max")  # max is judged as one f32 chain
+        assert report.tolerance.sum_rule == "calibrated"  # the caller's rule, whatever produced the result
+        assert lh.judge(batch, 3, result, sum_rule="linear").tolerance.sum_rule == "linear"  # how compare judges max
     with pytest.raises(lh.UnsupportedPart, match="K = 5"):
         lh.run("max", batch, 5)
     with pytest.raises(lh.UnknownBackend, match="known: reference"):
@@ -150,9 +151,37 @@ def test_tolerance_options():
     assert not tight.ok and tight.tolerance == lh.DEFAULT_TOLERANCE
     loose = lh.judge(batch, 3, lp_logits=off, lp_tokens=ref.lp_tokens.tolist(), ulps=1000, norm_ulps=1000)
     assert loose.ok and 0 < loose.tolerance_used <= 1 and loose.max_abs_error == pytest.approx(1e-5, rel=0.1)
-    assert loose.tolerance == lh.Tolerance(1000.0, 1000.0, 2.0, False)
+    assert loose.tolerance == lh.Tolerance(1000.0, 1000.0, "calibrated", 2.0, 8.0)
+    assert lh.DEFAULT_TOLERANCE == lh.Tolerance(4.0, 4.0, "calibrated", 2.0, 8.0)
+    assert lh.judge(batch, 3, lp_logits=off, lp_tokens=ref.lp_tokens.tolist(), floor=1e4).ok
+    assert lh.judge(batch, 3, lp_logits=off, lp_tokens=ref.lp_tokens.tolist(), sum_rule="sqrt", sigma=1e4).ok
+    linear = lh.judge(batch, 3, ref, linear_sum=True)
+    assert linear.tolerance.sum_rule == "linear" and linear.tolerance_row.sum_rule == "linear"
+    assert tight.violations[0].sum_rule == "calibrated" and tight.violations[0].sum_err >= 8 * 2**-24
+    assert tight.violations[0].sum_err == max(2 * tight.violations[0].dev, 8 * 2**-24)
+    assert tight.tolerance_row.kind in ("confident", "masked", "flat", "spread") and tight.tolerance_row.vocab == 5
     with pytest.raises(lh.InvalidArgument, match="sigma must be a finite number"):
         lh.judge(batch, 3, ref, sigma=float("nan"))
+    with pytest.raises(lh.InvalidArgument, match="floor must be a finite number"):
+        lh.judge(batch, 3, ref, floor=-1)
+    with pytest.raises(ValueError, match="sum_rule must be one of calibrated, linear, sqrt"):
+        lh.judge(batch, 3, ref, sum_rule="pairwise")
+    with pytest.raises(ValueError, match="contradicts"):
+        lh.judge(batch, 3, ref, sum_rule="sqrt", linear_sum=True)
+
+
+def test_the_rule_comes_from_the_caller_never_from_the_result_file(tmp_path):
+    """A result file whose metadata says it came from `max` (one f32 chain) is judged by the rule
+    the caller gives, as `logprobs-check verify` judges it: the file may be reported, never obeyed."""
+    batch = lh.random_batch(7, 60, lh.Options(dtype="f32", vocab=152064, temperatures=False, finite=True))
+    ref = lh.reference(batch, 3)
+    off = [[v - 2e-3 for v in row] for row in ref.lp_logits.tolist()]
+    path = tmp_path / "result.safetensors"
+    lh.save_result(path, lh.Result.packed(off, ref.lp_tokens.tolist()), metadata={"k": "3", "backend": "max"})
+    loaded = lh.load_result(path)
+    assert loaded.backend == "max"
+    report = lh.judge(batch, 3, loaded)
+    assert not report.ok and report.tolerance.sum_rule == "calibrated"
 
 
 def test_assert_agrees_writes_files_that_logprobs_check_replays(tmp_path):
@@ -261,6 +290,7 @@ def test_ctypes_declarations_match_the_c_layout():
     structs = {"logprobs_batch_view": _native.BatchView, "logprobs_result_view": _native.ResultView,
                "logprobs_backend_info": _native.BackendInfo, "logprobs_tolerance": _native.Tolerance,
                "logprobs_violation": _native.Violation, "logprobs_stats": _native.Stats,
+               "logprobs_row_location": _native.RowLocation,
                "logprobs_random_options": _native.RandomOptions}
     lines = subprocess.run([layout], capture_output=True, text=True, check=True).stdout.split("\n")
     checked = 0
