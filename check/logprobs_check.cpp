@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -306,8 +307,11 @@ int run_main(int argc, char** argv) {
 }  // namespace logprobs::cli
 
 // A verdict printed to nowhere is no verdict: output that could not be written (a full disk,
-// /dev/full, a closed pipe) makes the exit status 2, whatever the command found.
+// /dev/full, a closed pipe) makes the exit status 2, whatever the command found. SIGPIPE is
+// ignored so that a reader gone away is such a failed write, said on stderr, instead of a death by
+// signal (exit 141) that a CI log shows as nothing.
 int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
   int status = logprobs::cli::run_main(argc, argv);
   std::cout.flush();
   if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {

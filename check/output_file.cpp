@@ -6,7 +6,6 @@
 
 namespace logprobs {
 namespace fs = std::filesystem;
-namespace {
 
 bool same_file(const fs::path& a, const fs::path& b) {
   std::error_code ec;
@@ -14,8 +13,6 @@ bool same_file(const fs::path& a, const fs::path& b) {
   // Not both there yet: the same name, after making both absolute and dropping "." and "..".
   return fs::absolute(a, ec).lexically_normal() == fs::absolute(b, ec).lexically_normal();
 }
-
-}  // namespace
 
 void write_output_file(const fs::path& path, std::string_view text, std::span<const std::string> inputs) {
   for (const std::string& input : inputs)

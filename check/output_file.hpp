@@ -17,6 +17,10 @@ class OutputFileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether two paths name one file: the same file by any name (a link) when both exist, else the
+// same path once made absolute and normal.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
 // Throws OutputFileError when `path` is one of `inputs` (the same file by any name), or when it
 // cannot be written; then no file is left behind, and an older file at `path` is untouched.
 void write_output_file(const std::filesystem::path& path, std::string_view text,

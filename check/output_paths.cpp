@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "output_file.hpp"
 
 namespace logprobs::cli {
 namespace {
@@ -52,8 +53,14 @@ void check_folder_of(const NamedPath& output) {
 }  // namespace
 
 void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
-  for (const NamedPath& output : outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& output = outputs[i];
     if (output.path.empty()) continue;
+    // Written one after the other, the second would replace the first without a word.
+    for (std::size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && same_file(outputs[j].path, output.path))
+        throw UsageError(fmt::format("{} {}: the path of {} too; give each output its own file", output.option,
+                                     output.path, outputs[j].option));
     struct stat out {};
     if (::stat(output.path.c_str(), &out) == 0) {  // follows links: a link to an input is that input
       for (const NamedPath& input : inputs) {

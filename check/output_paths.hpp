@@ -18,6 +18,7 @@ struct NamedPath {
 // Throws UsageError naming the option when an output
 // - is one of the inputs: the same device and inode, so a symbolic or hard link to an input
 //   counts (writing it would destroy the input before, or while, it is read);
+// - is another output of the run (by any name, as same_file says);
 // - exists and is not a regular file (a folder, a FIFO, a device: refused, never replaced);
 // - lies in a folder that does not exist, is not a folder, or is not writable.
 // Empty paths (an option not given) are skipped.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -78,6 +79,38 @@ inline CommandResult logprobs_check_within(int seconds, const std::string& args)
 // The same with its standard output sent to `stdout_path` (/dev/full, say): `output` is stderr.
 inline CommandResult logprobs_check_with_stdout(const std::string& args, const std::string& stdout_path) {
   return run_shell(std::string("'") + LOGPROBS_CHECK_PATH + "' " + args + " 2>&1 >'" + stdout_path + "'");
+}
+
+// The same with its standard output a pipe whose reading end is closed before it starts (a
+// `| head -1` that has already exited): `output` is stderr, exit_code -1 when a signal ended it.
+inline CommandResult logprobs_check_into_closed_pipe(const std::string& args) {
+  int out[2], err[2];
+  if (::pipe(out) != 0 || ::pipe(err) != 0) return {};
+  ::close(out[0]);
+  const std::string command = std::string("exec '") + LOGPROBS_CHECK_PATH + "' " + args;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::close(out[1]);
+    ::close(err[0]);
+    ::close(err[1]);
+    ::signal(SIGPIPE, SIG_DFL);  // as a shell starts a command, whatever the test runner ignores
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  CommandResult result;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(err[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, std::size_t(n));
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (WIFSIGNALED(status)) result.output += "\n(ended by signal " + std::to_string(WTERMSIG(status)) + ")";
+  return result;
 }
 
 struct MeasuredResult : CommandResult {

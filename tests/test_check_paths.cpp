@@ -159,5 +159,37 @@ TEST_F(CheckPaths, AStandardOutputThatCannotBeWrittenFailsTheRun) {
   }
 }
 
+// The case: --json X --junit X exited 0, one report replacing the other.
+TEST_F(CheckPaths, OnePathGivenForTwoOutputsIsRefused) {
+  const std::string batch = path("batch.safetensors"), report = path("report");
+  expect_refused(logprobs_check("compare --backends max --input " + batch + " --json " + report + " --junit " + report),
+                 "--junit " + report + ": the path of --json too; give each output its own file");
+  expect_refused(logprobs_check("verify --input " + batch + " --result " + path("result.safetensors") + " --json " +
+                                report + " --junit " + path(".") + "/report"),
+                 "the path of --json too");
+  expect_refused(logprobs_check("campaign --backends max --levels 0 --time 0 --json " + report + " --junit " + report +
+                                " --out-dir " + path("out")),
+                 "the path of --json too");
+  std::ofstream(report) << "an older report";
+  fs::create_symlink(report, path("link"));
+  expect_refused(logprobs_check("compare --backends max --input " + batch + " --json " + report + " --junit " +
+                                path("link")),
+                 "the path of --json too", {"report", "link"});
+  EXPECT_EQ(contents_of(report), "an older report");
+}
+
+// The case: a reader that closed the pipe killed the tool by SIGPIPE (exit 141, nothing
+// said). Now the write fails, and the run says so and exits 2.
+TEST_F(CheckPaths, AStandardOutputWhoseReaderIsGoneFailsTheRunWithAMessage) {
+  const std::string batch = path("batch.safetensors");
+  for (const std::string& args : {"compare --backends max --input " + batch, std::string("backends"),
+                                  std::string("campaign --backends max --levels 0 --time 0 --out-dir ") + path("out")}) {
+    const CommandResult closed = testing_support::logprobs_check_into_closed_pipe(args);
+    EXPECT_EQ(closed.exit_code, 2) << args << "\n" << closed.output;
+    EXPECT_TRUE(contains(closed.output, "cannot write the standard output: Broken pipe")) << args << "\n"
+                                                                                         << closed.output;
+  }
+}
+
 }  // namespace
 }  // namespace logprobs
