@@ -71,10 +71,18 @@ std::optional<Shard> from_slurm(const EnvLookup& env) {
 std::optional<Shard> from_kubernetes(const EnvLookup& env, std::optional<std::uint32_t> count_option) {
   const std::optional<std::uint64_t> index = number_from(env, "JOB_COMPLETION_INDEX");
   if (!index) return std::nullopt;
+  // The Job does not put its completions in the environment: the count comes from the option or
+  // from LOGPROBS_SHARD_COUNT, and where both are given they must agree (one silently winning
+  // would run a shard of another split).
+  const std::optional<std::uint64_t> from_variable = number_from(env, "LOGPROBS_SHARD_COUNT");
+  if (count_option && from_variable && *count_option != *from_variable)
+    throw ShardError(fmt::format("--shard auto: --shard-count {} disagrees with LOGPROBS_SHARD_COUNT = {} (beside "
+                                 "JOB_COMPLETION_INDEX = {}); give one count",
+                                 *count_option, *from_variable, *index));
   std::optional<std::uint64_t> count = count_option;
   std::string count_source = "--shard-count";
   if (!count) {
-    count = number_from(env, "LOGPROBS_SHARD_COUNT");
+    count = from_variable;
     count_source = "LOGPROBS_SHARD_COUNT";
   }
   if (!count)

@@ -112,6 +112,13 @@ TEST(Shard, AutoFromAKubernetesIndexedJobNeedsTheCount) {
             std::string::npos);
 }
 
+// The case: the option and the variable naming different counts ran as shard 3/4.
+TEST(Shard, AutoRefusesAKubernetesCountGivenTwiceDifferently) {
+  expect_shard(parse("auto", {{"JOB_COMPLETION_INDEX", "3"}, {"LOGPROBS_SHARD_COUNT", "4"}}, 4), 3, 4);
+  const std::string message = refusal("auto", {{"JOB_COMPLETION_INDEX", "3"}, {"LOGPROBS_SHARD_COUNT", "8"}}, 4);
+  EXPECT_NE(message.find("--shard-count 4 disagrees with LOGPROBS_SHARD_COUNT = 8"), std::string::npos) << message;
+}
+
 TEST(Shard, AutoFromGitlabParallelNumberedFromOne) {
   expect_shard(parse("auto", {{"CI_NODE_INDEX", "1"}, {"CI_NODE_TOTAL", "3"}}), 0, 3);
   expect_shard(parse("auto", {{"CI_NODE_INDEX", "3"}, {"CI_NODE_TOTAL", "3"}}), 2, 3);
