@@ -8,27 +8,46 @@ namespace logprobs {
 namespace {
 
 // A metadata number: plain decimal digits without a leading zero ("0", "7", "255"), in [0, max].
-std::optional<std::uint32_t> metadata_number(const SafetensorsReader& reader, std::string_view key, std::uint32_t max) {
-  const auto it = reader.metadata().find(std::string(key));
-  if (it == reader.metadata().end()) return std::nullopt;
+// Returns the reason it is not one in `problem`.
+std::optional<std::uint32_t> metadata_number(const FileMetadata& metadata, std::string_view key, std::uint32_t max,
+                                             std::string& problem) {
+  const auto it = metadata.find(std::string(key));
+  if (it == metadata.end()) return std::nullopt;
   const std::string& text = it->second;
   std::uint32_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value > max ||
       (text.size() > 1 && text[0] == '0'))
-    reader.fail("metadata {} = '{}' is not a plain decimal integer in 0..{}", key, text, max);
+    problem = fmt::format("metadata {} = '{}' is not a plain decimal integer in 0..{}", key, text, max);
   return value;
 }
 
-// K from metadata "k", or "levels" as 2^L - 1; both may be given if they agree.
-std::optional<std::uint32_t> parse_k(const SafetensorsReader& reader) {
-  const std::optional<std::uint32_t> k = metadata_number(reader, "k", kMaxK);
-  const std::optional<std::uint32_t> levels = metadata_number(reader, "levels", kMaxLevels);
+// K from metadata "k", or "levels" as 2^L - 1; both may be given if they agree. The one rule for
+// the readers and the writers (a writer must not make a file its reader refuses): what breaks it
+// goes to `problem`.
+std::optional<std::uint32_t> metadata_k(const FileMetadata& metadata, std::string& problem) {
+  const std::optional<std::uint32_t> k = metadata_number(metadata, "k", kMaxK, problem);
+  const std::optional<std::uint32_t> levels = metadata_number(metadata, "levels", kMaxLevels, problem);
+  if (!problem.empty()) return std::nullopt;
   if (k && levels && *k != top_k(int(*levels)))
-    reader.fail("metadata k = {} and levels = {} disagree (levels {} is K = {})", *k, *levels, *levels,
-                top_k(int(*levels)));
+    problem = fmt::format("metadata k = {} and levels = {} disagree (levels {} is K = {})", *k, *levels, *levels,
+                          top_k(int(*levels)));
   if (levels) return top_k(int(*levels));
   return k;
+}
+
+std::optional<std::uint32_t> parse_k(const SafetensorsReader& reader) {
+  std::string problem;
+  const std::optional<std::uint32_t> k = metadata_k(reader.metadata(), problem);
+  if (!problem.empty()) reader.fail("{}", problem);
+  return k;
+}
+
+// What a writer checks of its metadata before writing anything: what the reader would refuse.
+void check_metadata(const std::filesystem::path& path, const FileMetadata& metadata) {
+  std::string problem;
+  metadata_k(metadata, problem);
+  if (!problem.empty()) throw FileError(fmt::format("{}: {}; not written", path.string(), problem));
 }
 
 std::vector<std::uint32_t> read_u32(SafetensorsReader& reader, std::string_view name, std::size_t rank,
@@ -46,6 +65,17 @@ std::vector<float> read_f32(SafetensorsReader& reader, const TensorEntry& e, std
 
 SafetensorsTensor u32_tensor(std::string name, const std::vector<std::uint32_t>& values) {
   return tensor_of(std::move(name), "U32", {values.size()}, std::span<const std::uint32_t>(values));
+}
+
+// A tensor of the other layout beside this one (ranks stored as sampled_ranks in a packed file)
+// would never be judged: refused by name.
+void refuse_other_layout(const SafetensorsReader& reader, std::initializer_list<const char*> others,
+                         const char* other_layout, const char* layout, const char* present) {
+  for (const char* name : others)
+    if (reader.find(name) != nullptr)
+      reader.fail("holds {}, a tensor of the {} layout, beside the {} layout's {}; a result is in one layout (SPEC "
+                  "§7), and this tensor would not be judged",
+                  name, other_layout, layout, present);
 }
 
 ResultFile read_packed(SafetensorsReader& reader) {
@@ -134,11 +164,16 @@ ResultFile read_result_file(const std::filesystem::path& path, MemoryBudget* bud
   const bool packed = reader.find("lp_logits") != nullptr || reader.find("lp_tokens") != nullptr;
   const bool split = reader.find("top_tokens") != nullptr || reader.find("top_logprobs") != nullptr ||
                      reader.find("sampled_logprobs") != nullptr;
-  if (packed && split) reader.fail("holds tensors of both result layouts (lp_logits/lp_tokens and top_tokens/...)");
   if (!packed && !split)
     reader.fail(
         "is neither a packed result (lp_logits, lp_tokens) nor a split one (top_tokens, top_logprobs, "
         "sampled_logprobs)");
+  if (packed)
+    refuse_other_layout(reader, {"top_tokens", "top_logprobs", "sampled_logprobs", "sampled_ranks"}, "split", "packed",
+                        reader.find("lp_logits") != nullptr ? "lp_logits" : "lp_tokens");
+  else
+    refuse_other_layout(reader, {"lp_logits", "lp_tokens", "lp_ranks"}, "packed", "split",
+                        reader.find("top_tokens") != nullptr ? "top_tokens" : "top_logprobs");
   ResultFile file = packed ? read_packed(reader) : read_split(reader);
   file.metadata = reader.metadata();
   file.k = parse_k(reader);
@@ -147,6 +182,9 @@ ResultFile read_result_file(const std::filesystem::path& path, MemoryBudget* bud
 
 void write_batch_file(const std::filesystem::path& path, const BatchData& batch, std::optional<std::uint32_t> k,
                       const FileMetadata& metadata) {
+  if (const auto given = metadata.find("k"); k && given != metadata.end() && given->second != std::to_string(*k))
+    throw FileError(fmt::format("{}: k = {} but metadata k = '{}'; give one K; not written", path.string(), *k,
+                                given->second));
   const bool wide = batch.dtype == LogitsDtype::f32;
   const std::uint64_t stored = wide ? batch.logits.size() : batch.logits16.size();
   if (batch.rows > 0 && stored < (batch.rows - 1) * batch.row_stride + batch.vocab)
@@ -178,10 +216,12 @@ void write_batch_file(const std::filesystem::path& path, const BatchData& batch,
         tensor_of("temperatures", "F32", {batch.temperatures->size()}, std::span<const float>(*batch.temperatures)));
   FileMetadata all_metadata = metadata;
   if (k) all_metadata["k"] = std::to_string(*k);
+  check_metadata(path, all_metadata);
   write_safetensors(path, tensors, all_metadata);
 }
 
 void write_result_file(const std::filesystem::path& path, const ResultData& result, const FileMetadata& metadata) {
+  check_metadata(path, metadata);
   std::vector<SafetensorsTensor> tensors = {
       tensor_of("lp_logits", "F32", {result.rows, result.width}, std::span<const float>(result.lp_logits)),
       tensor_of("lp_tokens", "U32", {result.rows, result.width}, std::span<const std::uint32_t>(result.lp_tokens)),
@@ -192,6 +232,7 @@ void write_result_file(const std::filesystem::path& path, const ResultData& resu
 
 void write_split_result_file(const std::filesystem::path& path, const SplitResult& result,
                              const FileMetadata& metadata) {
+  check_metadata(path, metadata);
   std::vector<SafetensorsTensor> tensors = {
       tensor_of("top_tokens", "U32", {result.rows, result.k}, std::span<const std::uint32_t>(result.top_tokens)),
       tensor_of("top_logprobs", "F32", {result.rows, result.k}, std::span<const float>(result.top_logprobs)),

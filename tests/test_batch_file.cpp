@@ -193,6 +193,74 @@ TEST(BatchFile, AResultOfBothLayoutsOrNeitherIsRefused) {
   }
 }
 
+// The case: ranks stored under the other layout's name were never judged, so a wrong
+// rank passed. Such a tensor is refused by name.
+TEST(BatchFile, ARankTensorOfTheOtherLayoutIsRefused) {
+  const fs::path path = temp_path("other_layout_ranks.safetensors");
+  const std::vector<std::uint32_t> tokens = {0, 0}, ranks = {7};
+  const std::vector<float> values = {0.0f, 0.0f};
+  const std::vector<SafetensorsTensor> packed = {
+      tensor_of("lp_logits", "F32", {1, 2}, std::span<const float>(values)),
+      tensor_of("lp_tokens", "U32", {1, 2}, std::span<const std::uint32_t>(tokens)),
+      tensor_of("sampled_ranks", "U32", {1}, std::span<const std::uint32_t>(ranks)),
+  };
+  const std::vector<SafetensorsTensor> split = {
+      tensor_of("top_tokens", "U32", {1, 1}, std::span<const std::uint32_t>(tokens).first(1)),
+      tensor_of("top_logprobs", "F32", {1, 1}, std::span<const float>(values).first(1)),
+      tensor_of("sampled_logprobs", "F32", {1}, std::span<const float>(values).first(1)),
+      tensor_of("lp_ranks", "U32", {1}, std::span<const std::uint32_t>(ranks)),
+  };
+  const std::pair<const std::vector<SafetensorsTensor>*, std::string> cases[] = {
+      {&packed, "holds sampled_ranks, a tensor of the split layout, beside the packed layout's lp_logits"},
+      {&split, "holds lp_ranks, a tensor of the packed layout, beside the split layout's top_tokens"},
+  };
+  for (const auto& [tensors, fragment] : cases) {
+    write_safetensors(path, *tensors, {});
+    try {
+      read_result_file(path);
+      ADD_FAILURE() << "read: " << fragment;
+    } catch (const FileError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The case: save_batch(..., metadata={"k": "007"}) wrote a file that the reader refuses.
+// The writers check "k" and "levels" as the reader does, and a k beside metadata naming another.
+TEST(BatchFile, MetadataTheReaderWouldRefuseIsNotWritten) {
+  const fs::path path = temp_path("bad_metadata.safetensors");
+  BatchData batch;
+  batch.vocab = batch.row_stride = 1;
+  const std::pair<FileMetadata, std::string> refused[] = {
+      {{{"k", "007"}}, "metadata k = '007' is not a plain decimal integer in 0..65535"},
+      {{{"k", "65536"}}, "metadata k = '65536' is not a plain decimal integer"},
+      {{{"levels", "-1"}}, "metadata levels = '-1' is not a plain decimal integer in 0..16"},
+      {{{"k", "3"}, {"levels", "3"}}, "metadata k = 3 and levels = 3 disagree"},
+  };
+  for (const auto& [metadata, fragment] : refused) {
+    for (int writer = 0; writer < 2; ++writer) {
+      try {
+        if (writer == 0)
+          write_batch_file(path, batch, std::nullopt, metadata);
+        else
+          write_result_file(path, ResultData(0, 1), metadata);
+        ADD_FAILURE() << "written: " << fragment;
+      } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      }
+      EXPECT_FALSE(fs::exists(path)) << fragment;
+    }
+  }
+  try {
+    write_batch_file(path, batch, 5, {{"k", "7"}});
+    ADD_FAILURE() << "k = 5 written over metadata k = 7";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("k = 5 but metadata k = '7'"), std::string::npos) << e.what();
+  }
+  write_batch_file(path, batch, 7, {{"k", "7"}, {"levels", "3"}});
+  EXPECT_EQ(read_batch_file(path).k, 7u);
+}
+
 template <typename T>
 std::span<const std::byte> bytes_of(const std::vector<T>& values) {
   return std::as_bytes(std::span<const T>(values));
