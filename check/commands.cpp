@@ -158,8 +158,16 @@ int report_cells(const std::vector<CellSummary>& cells, const char* command, con
                  const Replay& replay) {
   print_table(std::cout, cells);
   const std::uint64_t failures = total_failures(cells);
-  fmt::print("{}\n", failures == 0 ? "OK: every result agrees with the reference"
-                                   : fmt::format("FAIL: {} of {} results disagree", failures, cells.size()));
+  // A batch without output rows judges nothing: a gate it passed would have checked no value.
+  const bool judged_nothing = failures == 0 && std::all_of(cells.begin(), cells.end(), [](const CellSummary& c) {
+                                return c.stats.rows == 0;
+                              });
+  if (judged_nothing)
+    fmt::print("NOTHING JUDGED: {} has no output rows (lp_output_offsets[B] = 0), so no value was checked\n",
+               args.input);
+  else
+    fmt::print("{}\n", failures == 0 ? "OK: every result agrees with the reference"
+                                     : fmt::format("FAIL: {} of {} results disagree", failures, cells.size()));
   const std::vector<std::string> inputs = {args.input, args.result};
   if (!args.json.empty()) {
     nlohmann::json json = report_json(command, args.tolerance, cells);
@@ -174,6 +182,7 @@ int report_cells(const std::vector<CellSummary>& cells, const char* command, con
     if (!args.result.empty()) properties.emplace_back("result", args.result);
     write_junit(args.junit, junit_suite(command, cells, replay), inputs, std::move(properties));
   }
+  if (judged_nothing) return kBadInput;
   return failures == 0 ? kAgree : kDisagree;
 }
 

@@ -82,6 +82,8 @@ JunitCase cell_case(std::string_view command, const CellSummary& cell,
     c.skipped = cell.skipped > 0
                     ? fmt::format("every case needs {}, which {} does not implement (SPEC §4)", parts, cell.backend)
                     : std::string("no case was judged");
+  } else if (cell.stats.rows == 0) {
+    c.skipped = "no output row was judged: every case had none (lp_output_offsets[B] = 0)";
   }
   if (cell.skipped > 0 && cell.cases > 0)
     c.system_out = fmt::format("{} cases skipped: they need {}, which {} does not implement (SPEC §4)\n", cell.skipped,

@@ -43,7 +43,8 @@ std::string junit_xml(const JunitSuite& suite);
 
 // One testcase per cell, named "<backend> K=<k>" in class "logprobs-check.<command>". A failing
 // cell's failure holds its first failing case, that case's violations and `replay(cell)` (a
-// command line, or "" when there is none); a cell whose every case was skipped is skipped.
+// command line, or "" when there is none); a cell whose every case was skipped, or whose cases
+// had no output row to judge, is skipped.
 JunitSuite junit_suite(std::string_view command, std::span<const CellSummary> cells,
                        const std::function<std::string(const CellSummary&)>& replay);
 

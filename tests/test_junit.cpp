@@ -132,6 +132,29 @@ TEST_F(Junit, CampaignMarksACellWhoseEveryCaseIsSkippedAsSkipped) {
   EXPECT_TRUE(contains(xml, "<property name=\"seed\" value=\"2\"/>")) << xml;
 }
 
+// The issue's case: a batch with no output rows printed "OK" and a passing testcase, a gate
+// passed having judged nothing. Now it says so, exits 2, and its testcase is skipped.
+TEST_F(Junit, ARunThatJudgedNoRowSaysSoAndIsSkipped) {
+  BatchData empty = small_batch();
+  empty.lp_output_offsets = {0, 0, 0};
+  const std::string batch = path_of("no_rows_batch.safetensors"), result = path_of("no_rows_result.safetensors");
+  write_batch_file(batch, empty, 3);
+  write_result_file(result, ResultData(0, 4));
+  for (const std::string& command :
+       {"verify --input " + batch + " --result " + result, "compare --backends max --input " + batch}) {
+    const std::string xml_path = path_of("no_rows.xml");
+    const CommandResult run = logprobs_check(command + " --junit " + xml_path);
+    EXPECT_EQ(run.exit_code, 2) << command << "\n" << run.output;
+    EXPECT_FALSE(contains(run.output, "OK")) << run.output;
+    EXPECT_TRUE(contains(run.output, "NOTHING JUDGED: " + batch + " has no output rows (lp_output_offsets[B] = 0)"))
+        << run.output;
+    const std::string xml = read_text(xml_path);
+    expect_well_formed(xml_path);
+    EXPECT_TRUE(contains(xml, "tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\"")) << xml;
+    EXPECT_TRUE(contains(xml, "<skipped message=\"no output row was judged")) << xml;
+  }
+}
+
 TEST_F(Junit, NeverWritesOverAnInputAndLeavesNoTemporaryFile) {
   const std::string before = read_text(bad());
   const CommandResult over_input =
