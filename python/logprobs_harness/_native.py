@@ -3,6 +3,7 @@ include/logprobs/logprobs.h, the function prototypes, and turning a status and i
 into a Python exception. Nothing here is compiled against Python, so one build serves every
 CPython."""
 import ctypes
+import numbers
 import os
 import pathlib
 
@@ -192,6 +193,24 @@ def _load():
 
 
 lib, library_path = _load()
+
+
+MAX_K = 65535  # SPEC §1
+
+
+def checked_k(k, name="k"):
+    """K as the C API takes it (uint32_t), checked first: ctypes would take it modulo 2^32, so
+    2**32 + 5 would judge at K = 5."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k <= MAX_K:
+        raise InvalidArgument(f"{name} must be a whole number in 0..{MAX_K}, got {k!r}")
+    return int(k)
+
+
+def checked_count(count, name="count"):
+    """A number of cases: a whole number >= 1 (zero cases would pass having checked nothing)."""
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+        raise InvalidArgument(f"{name} must be a whole number >= 1, got {count!r}")
+    return int(count)
 
 
 def text(raw):

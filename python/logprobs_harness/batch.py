@@ -152,7 +152,8 @@ class Batch:
     def output_shape(self, k):
         """(N, W = K + 1), after checking SPEC §4 (InvalidBatch names the first broken rule)."""
         rows, width = _native.c_u64(), _native.c_u64()
-        call(lib.logprobs_output_shape, ctypes.byref(self._view), k, ctypes.byref(rows), ctypes.byref(width))
+        call(lib.logprobs_output_shape, ctypes.byref(self._view), _native.checked_k(k), ctypes.byref(rows),
+             ctypes.byref(width))
         return rows.value, width.value
 
     def validate(self, k=0):

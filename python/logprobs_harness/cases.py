@@ -100,6 +100,7 @@ def random_batches(seed, count, *, k=20, ranks=None, sizes=None, dtype=None, voc
     campaign does); sizes: the generator's size per case (default: spread over 0..100, small
     cases first). The other options fix what the generator may not choose (see Options)."""
     options = Options(dtype, vocab, offsets, temperatures, finite)
+    count = _native.checked_count(count)
     return [draw_case(seed, index, count, k, ranks, sizes, options) for index in range(count)]
 
 
@@ -107,12 +108,12 @@ def draw_case(seed, index, count, k=20, ranks=None, sizes=None, options=None):
     """Case `index` of random_batches(seed, count, ...), drawn alone."""
     s = case_seed(seed, index)
     size = sizes[index % len(sizes)] if sizes else (100 if count == 1 else index * 100 // (count - 1))
-    if k == "random":
+    if isinstance(k, str) and k == "random":
         case_k = random_k(s)
-    elif isinstance(k, int):
-        case_k = k
+    elif isinstance(k, (list, tuple, range)):
+        case_k = _native.checked_k(list(k)[index % len(k)])
     else:
-        case_k = list(k)[index % len(k)]
+        case_k = _native.checked_k(k)
     case_ranks = bool(s >> 63) if ranks is None else bool(ranks)
     return Case(random_batch(s, size, options), case_k, case_ranks, s, size, options, index)
 

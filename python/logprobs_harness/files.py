@@ -36,8 +36,8 @@ def _metadata(metadata):
 def save_batch(path, batch, k=None, metadata=None):
     """Writes a batch file: rows of V logits in the batch's dtype, K as metadata "k" when given."""
     keys, values, count = _metadata(metadata)
-    call(lib.logprobs_save_batch, os.fsencode(path), ctypes.byref(batch.view), -1 if k is None else int(k), keys,
-         values, count)
+    call(lib.logprobs_save_batch, os.fsencode(path), ctypes.byref(batch.view),
+         -1 if k is None else _native.checked_k(k), keys, values, count)
 
 
 def save_result(path, result, metadata=None):

@@ -59,7 +59,8 @@ def backends():
 def reference(batch, k, ranks=False):
     """The reference's result (the contract's answer) for the batch at top-K width k."""
     handle = _native.c_ptr()
-    call(lib.logprobs_reference, ctypes.byref(batch.view), k, int(bool(ranks)), ctypes.byref(handle))
+    call(lib.logprobs_reference, ctypes.byref(batch.view), _native.checked_k(k), int(bool(ranks)),
+         ctypes.byref(handle))
     return Result._from_handle(handle)
 
 
@@ -67,7 +68,7 @@ def run(backend, batch, k, ranks=False):
     """The named backend's result for the batch (UnsupportedPart when it lacks a part the batch
     needs, BackendUnavailable when it cannot run here)."""
     handle = _native.c_ptr()
-    call(lib.logprobs_run, str(backend).encode(), ctypes.byref(batch.view), k, int(bool(ranks)),
+    call(lib.logprobs_run, str(backend).encode(), ctypes.byref(batch.view), _native.checked_k(k), int(bool(ranks)),
          ctypes.byref(handle))
     return Result._from_handle(handle)
 
@@ -158,6 +159,7 @@ def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=Non
     chain, as MAX's does; linear_sum=True says the same) or "sqrt" (contract v2's sigma * sqrt(V) *
     2^-24). A term left out is the default: the tolerance comes from these arguments alone, never
     from the result or its file. Returns a Report."""
+    k = _native.checked_k(k)
     got = _result_from(result, k, {"lp_logits": lp_logits, "lp_tokens": lp_tokens, "lp_ranks": lp_ranks,
                                    "top_tokens": top_tokens, "top_logprobs": top_logprobs,
                                    "sampled_logprobs": sampled_logprobs, "ranks": ranks})
@@ -252,6 +254,23 @@ def _replay_dir(replay_dir):
     return tempfile.mkdtemp(prefix="logprobs-replay-")
 
 
+def _replay_digest(batch, k, result):
+    """12 hex digits of SHA-256 over every input of a verdict: the batch's shape, dtype and each
+    of its arrays (offsets and temperatures too), K, and the result's layout, shape and arrays
+    (ranks too), each array framed by its name and length, so that two failures share replay
+    files only when they are the same failure."""
+    digest = hashlib.sha256(repr((batch.dtype, batch.rows, batch.vocab, batch.row_stride, k, result.layout,
+                                  result.rows, result.columns)).encode())
+    arrays = {"logits": batch._logits, "sampled_tokens": batch._sampled, "tokens": batch._tokens,
+              "logit_row_offsets": batch._lro, "token_row_offsets": batch._tro, "lp_output_offsets": batch._loo,
+              "temperatures": batch._temperatures, **result._arrays, "ranks": result._ranks}
+    for name, array in arrays.items():
+        data = b"" if array is None else bytes(array.data)
+        digest.update(f"{name}:{'absent' if array is None else len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()[:12]
+
+
 def assert_agrees(batch, k, result=None, *, replay_dir=None, shown=5, **judging):
     """judge(batch, k, ...) and the Report when it agrees; else raises Disagreement (an
     AssertionError) with the first `shown` violations, the batch and result written to
@@ -269,10 +288,7 @@ def assert_agrees(batch, k, result=None, *, replay_dir=None, shown=5, **judging)
     commands = []
     if replay_files_enabled.get():
         folder = _replay_dir(replay_dir)
-        digest = hashlib.sha256(repr((batch.describe(), k, got.layout, got.rows)).encode())
-        for array in [batch._logits, batch._sampled, batch._tokens, *got._arrays.values()]:
-            digest.update(array.data)
-        digest = digest.hexdigest()[:12]
+        digest = _replay_digest(batch, k, got)
         batch_path = os.path.join(folder, f"disagreement-{digest}-batch.safetensors")
         result_path = os.path.join(folder, f"disagreement-{digest}-result.safetensors")
         files.save_batch(batch_path, batch, k=k, metadata={"origin": "logprobs_harness.assert_agrees"})

@@ -20,6 +20,8 @@ the test raises the same exception type (for a Disagreement: one that breaks the
 first rule). The smallest failing batch is run once more, with replay files, and that failure
 is reported, with the sizes before and after.
 """
+import argparse
+import hashlib
 import os
 import secrets
 
@@ -32,12 +34,24 @@ _SEED = pytest.StashKey[int]()
 _SETTINGS = {"k", "ranks", "cases", "sizes", "dtype", "vocab", "offsets", "temperatures", "finite"}
 
 
+def _at_least_one(option):
+    """An argparse type: a whole number >= 1. Zero cases (a CI variable set to 0) would make every
+    test of the plugin a skip, a gate turned off without a word."""
+    def parse(text):
+        try:
+            return _native.checked_count(int(text), option)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option}: must be a whole number >= 1, got {text!r}") from None
+    return parse
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("logprobs_harness", "logprobs_harness: random logprobs cases")
     group.addoption("--logprobs-seed", type=int, default=None,
                     help="seed of the random cases (default: a fresh one, printed in the header)")
-    group.addoption("--logprobs-cases", type=int, default=20, help="random cases per test (default 20)")
-    group.addoption("--logprobs-max-shrinks", type=int, default=1000,
+    group.addoption("--logprobs-cases", type=_at_least_one("--logprobs-cases"), default=20,
+                    help="random cases per test (default 20)")
+    group.addoption("--logprobs-max-shrinks", type=_at_least_one("--logprobs-max-shrinks"), default=1000,
                     help="test runs a failure's shrinking may spend (default 1000)")
     group.addoption("--logprobs-replay-dir", default=None,
                     help="where failing cases' batch and result files go (default: pytest's temporary folder)")
@@ -96,7 +110,15 @@ def pytest_generate_tests(metafunc):
     if replay:
         metafunc.parametrize("logprobs_case", [_ReplaySpec(replay, settings)], ids=["replay"], indirect=True)
         return
-    count = settings.pop("cases", None) or metafunc.config.getoption("logprobs_cases")
+    try:
+        count = settings.pop("cases", None)
+        count = metafunc.config.getoption("logprobs_cases") if count is None else _native.checked_count(count, "cases")
+        k = settings.get("k", 20)
+        if not (isinstance(k, str) and k == "random"):
+            for each in (k if isinstance(k, (list, tuple, range)) else [k]):
+                _native.checked_k(each)
+    except _native.InvalidArgument as e:
+        raise pytest.UsageError(f"@pytest.mark.logprobs on {metafunc.definition.nodeid}: {e}") from None
     seed = metafunc.config.stash[_SEED]
     specs = [_CaseSpec(seed, index, count, settings) for index in range(count)]
     metafunc.parametrize("logprobs_case", specs, ids=[f"case{i}" for i in range(count)], indirect=True)
@@ -179,7 +201,7 @@ def _raise_shrunk(item, function, arguments, case, failure):
         raise failure
     shrunk = case.with_batch(smallest)
     os.makedirs(case.replay_dir, exist_ok=True)
-    case_file = os.path.join(case.replay_dir, f"{_file_safe(item.name)}-shrunk-batch.safetensors")
+    case_file = os.path.join(case.replay_dir, f"{_file_name(item.nodeid)}-shrunk-batch.safetensors")
     files.save_batch(case_file, smallest, k=case.k, metadata={"ranks": "true" if case.ranks else "false",
                                                               "origin": f"{item.nodeid} {case.describe()}"})
     summary = (f"logprobs_harness: {item.name} failed on case {case.index} (case seed {case.seed}, size {case.size}, "
@@ -201,5 +223,9 @@ def _raise_shrunk(item, function, arguments, case, failure):
     raise failure
 
 
-def _file_safe(text):
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text).strip("-")[:80]
+def _file_name(nodeid):
+    """A file name for a test: its whole node id made safe (a/test_k.py::test_x[case0] and
+    b/test_k.py::test_x[case0] are two tests), shortened, with a digest of the node id so that
+    neither shortening nor the safe characters can make two tests share one."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in nodeid).strip("-")[:80]
+    return f"{safe}-{hashlib.sha256(nodeid.encode()).hexdigest()[:8]}"

@@ -201,6 +201,57 @@ def test_assert_agrees_writes_files_that_logprobs_check_replays(tmp_path):
         assert done.returncode == 1 and "slot 1: token" in done.stdout, done.stdout + done.stderr
 
 
+def test_k_is_checked_where_it_enters_the_package(tmp_path):
+    # The cases: ctypes truncated K modulo 2^32, so judge(batch, 2**32 + 5, ...) judged
+    # at K = 5 and reference(batch, 2**32) returned a K = 0 result.
+    batch = small_batch()
+    ref = lh.reference(batch, 3)
+    for k in (2**32 + 5, 2**32, 65536, -1, 3.0, True, "3"):
+        for call in (lambda: lh.judge(batch, k, ref), lambda: lh.reference(batch, k), lambda: lh.run("cpu", batch, k),
+                     lambda: batch.output_shape(k), lambda: lh.save_batch(tmp_path / "k.safetensors", batch, k=k),
+                     lambda: lh.random_batches(1, 2, k=k), lambda: lh.random_batches(1, 2, k=[5, k])):
+            with pytest.raises(lh.InvalidArgument, match=r"k must be a whole number in 0\.\.65535, got "):
+                call()
+    assert not (tmp_path / "k.safetensors").exists()
+    for count in (0, -3, 2.5):
+        with pytest.raises(lh.InvalidArgument, match="count must be a whole number >= 1"):
+            lh.random_batches(1, count)
+
+
+def test_metadata_the_reader_refuses_is_not_written(tmp_path):
+    # The case: save_batch(..., metadata={"k": "007"}) wrote a file load_batch refused.
+    batch = small_batch()
+    for metadata, message in (({"k": "007"}, "metadata k = '007' is not a plain decimal integer"),
+                              ({"levels": "17"}, "metadata levels = '17'"), ({"k": "3"}, None)):
+        path = tmp_path / "meta.safetensors"
+        if message is None:
+            lh.save_batch(path, batch, metadata=metadata)
+            assert lh.load_batch(path).k == 3
+            continue
+        with pytest.raises(lh.FileError, match=message):
+            lh.save_batch(path, batch, metadata=metadata)
+        assert not path.exists()
+
+
+def test_replay_files_of_failures_that_differ_in_any_input_are_distinct(tmp_path):
+    # The case: the digest left out offsets, temperatures and ranks, so two failures
+    # differing only in temperature (or only in ranks) shared their files.
+    ref = lh.reference(small_batch(), 3)
+    values = [[v + 0.5 for v in row] for row in ref.lp_logits.tolist()]
+
+    def failure(batch, ranks=None):
+        with pytest.raises(lh.Disagreement) as raised:
+            lh.assert_agrees(batch, 3, lp_logits=values, lp_tokens=ref.lp_tokens.tolist(), lp_ranks=ranks,
+                             replay_dir=tmp_path)
+        return raised.value
+
+    failures = [failure(small_batch(temperatures=[1.0, 0.5])), failure(small_batch(temperatures=[1.0, 0.25])),
+                failure(small_batch(), ranks=[3, 1]), failure(small_batch(), ranks=[3, 2])]
+    assert len({f.batch_path for f in failures}) == 4 and len({f.result_path for f in failures}) == 4
+    assert [lh.load_batch(f.batch_path).temperatures.tolist() for f in failures[:2]] == [[1.0, 0.5], [1.0, 0.25]]
+    assert [lh.load_result(f.result_path).ranks.tolist() for f in failures[2:]] == [[3, 1], [3, 2]]
+
+
 def test_a_backend_result_replays_with_compare(tmp_path):
     batch = small_batch()
     result = lh.run("cpu", batch, 3, ranks=True)

@@ -79,6 +79,52 @@ def test_an_unknown_marker_setting_is_a_usage_error(tmp_path):
     assert code != 0 and "unknown settings vocabulary" in output, output
 
 
+def test_a_case_count_below_one_is_a_usage_error(tmp_path):
+    # The case: --logprobs-cases 0 (a CI variable set to 0) or -3, or a marker cases=-1,
+    # reported "1 skipped" and exit 0 for a failing kernel: the gate turned off silently.
+    test = tmp_path / "test_failing.py"
+    test.write_text("def test_x(logprobs_case):\n    assert False\n")
+    for count in ("0", "-3", "two"):
+        code, output = pytest_run(tmp_path, test, "--logprobs-cases", count)
+        assert code == 4 and "--logprobs-cases: must be a whole number >= 1" in output, output
+    code, output = pytest_run(tmp_path, test, "--logprobs-max-shrinks", "0")
+    assert code == 4 and "--logprobs-max-shrinks: must be a whole number >= 1" in output, output
+    for setting, message in (("cases=-1", "cases must be a whole number >= 1, got -1"),
+                             ("cases=0", "cases must be a whole number >= 1, got 0"),
+                             ("k=2**32 + 5", "k must be a whole number in 0..65535, got 4294967301")):
+        marked = tmp_path / "test_marked.py"
+        marked.write_text(f"import pytest\n\n@pytest.mark.logprobs({setting})\n"
+                          "def test_x(logprobs_case):\n    assert False\n")
+        code, output = pytest_run(tmp_path, marked)
+        assert code != 0 and "passed" not in output and "skipped" not in output and message in output, output
+
+
+def test_shrunk_cases_of_tests_with_one_name_in_two_files_are_both_kept(tmp_path):
+    # The case: a/test_k.py::test_kernel[case0] and b/test_k.py::test_kernel[case0] wrote
+    # one file, and one printed replay line ran the other's batch.
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+        (tmp_path / folder / "test_k.py").write_text(
+            "def test_kernel(logprobs_case):\n"
+            f"    assert logprobs_case.batch.vocab < 3, '{folder} fails'\n")
+    replay = tmp_path / "replay"
+    code, output = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "logprobs_harness.pytest_plugin", "-p", "no:cacheprovider",
+         f"--basetemp={tmp_path / 'inner'}", "--rootdir", str(tmp_path), "a", "b", "--logprobs-cases", "1",
+         "--logprobs-seed", "3", "--logprobs-max-shrinks", "20", "--logprobs-replay-dir", str(replay)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600).returncode, None
+    files = sorted(p.name for p in replay.iterdir())
+    assert code == 1 and len(files) == 2, files
+    for folder in ("a", "b"):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "logprobs_harness.pytest_plugin", "-p", "no:cacheprovider",
+             f"--basetemp={tmp_path / 'again'}", "--rootdir", str(tmp_path), f"{folder}/test_k.py::test_kernel",
+             "--logprobs-replay", str(replay / next(f for f in files if f.startswith(f"{folder}-test_k")))],
+            capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert done.returncode == 1 and f"{folder} fails" in done.stdout, done.stdout + done.stderr
+
+
 def test_the_readme_example_passes(tmp_path):
     pytest.importorskip("torch")
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
