@@ -153,6 +153,10 @@ TEST_F(MergeRefuses, DifferentOptions) {
   expect_altered_refused(
       "ulps", [](nlohmann::json& j) { j["tolerance"]["ulps"] = 4; }, "field 'tolerance.ulps'");
   expect_altered_refused(
+      "sum_rule", [](nlohmann::json& j) { j["tolerance"]["sum_rule"] = "sqrt"; }, "field 'tolerance.sum_rule'");
+  expect_altered_refused(
+      "floor", [](nlohmann::json& j) { j["tolerance"]["floor"] = 8; }, "field 'tolerance.floor'");
+  expect_altered_refused(
       "backends", [](nlohmann::json& j) { j["backends_under_test"] = {"cpu"}; }, "field 'backends_under_test'");
 }
 
