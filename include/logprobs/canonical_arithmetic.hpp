@@ -71,29 +71,59 @@ LOGPROBS_CANONICAL_HD float float_of(std::uint32_t b) {
   return x;
 }
 
+// 2^(j / 32) for j = 0..31, each rounded to the nearest f32 (computed to 60 digits): exp_f32's
+// table. Its bits, not its values, so that every compiler and device reads the same numbers.
+// (Device code cannot read a namespace-scope host array; the CUDA backend's copy is
+// kExp2TableDevice below, the same bits.)
+// clang-format off
+#define LOGPROBS_EXP2_TABLE                                                                                    \
+  {0x3f800000u, 0x3f82cd87u, 0x3f85aac3u, 0x3f88980fu, 0x3f8b95c2u, 0x3f8ea43au, 0x3f91c3d3u, 0x3f94f4f0u, \
+   0x3f9837f0u, 0x3f9b8d3au, 0x3f9ef532u, 0x3fa27043u, 0x3fa5fed7u, 0x3fa9a15bu, 0x3fad583fu, 0x3fb123f6u, \
+   0x3fb504f3u, 0x3fb8fbafu, 0x3fbd08a4u, 0x3fc12c4du, 0x3fc5672au, 0x3fc9b9beu, 0x3fce248cu, 0x3fd2a81eu, \
+   0x3fd744fdu, 0x3fdbfbb8u, 0x3fe0ccdfu, 0x3fe5b907u, 0x3feac0c7u, 0x3fefe4bau, 0x3ff5257du, 0x3ffa83b3u}
+// clang-format on
+inline constexpr int kExp2TableSize = 32;
+inline constexpr std::uint32_t kExp2Table[kExp2TableSize] = LOGPROBS_EXP2_TABLE;
+#if defined(__CUDACC__)
+// Global memory (through L1), not __constant__: the 32 lanes of a warp read different entries,
+// which the constant cache would serve one address at a time.
+static __device__ const std::uint32_t kExp2TableDevice[kExp2TableSize] = LOGPROBS_EXP2_TABLE;
+#endif
+
+LOGPROBS_CANONICAL_HD std::uint32_t exp2_table_bits(int j) {
+#if defined(__CUDA_ARCH__)
+  return kExp2TableDevice[j];
+#else
+  return kExp2Table[j];
+#endif
+}
+
 // exp(x) for x <= 0 (the argument x_j - m of a softmax term), at most 2 ulp from the true value
-// on [kExpFloor, 0]; 0 below it, for -inf and for NaN. The steps (each SIMD target repeats them
-// lane by lane):
-//   t = fma(x, log2(e), 1.5 * 2^23)   rounds x / ln2 to an integer n held in t's low bits;
-//   r = fma(-n, ln2_hi, x); r = fma(-n, ln2_lo, r)   (ln2_hi has 15 significant bits: n ln2_hi is
-//       exact for |n| < 2^9, so r keeps its low bits: Cody and Waite);
-//   p = 1 + r + r^2 Q(r), |r| <= ln2 / 2, Q of degree 4 by Horner (a Chebyshev fit to
-//       (e^r - 1 - r) / r^2, fit error 0.16 ulp);
-//   2^n added to p's exponent bits as n << 23 (n >= -124 here, so the result stays normal).
+// on [kExpFloor, 0] (1.74 ulp measured on every f32 there: tests/test_canonical_arithmetic.cpp);
+// 0 below it, for -inf and for NaN. The steps (each SIMD target repeats them lane by lane):
+//   t = fma(x, 32 / ln2, 1.5 * 2^23)   rounds 32 x / ln2 to an integer k held in t's low bits
+//       (t lies in [2^23, 2^24), where the f32 spacing is 1);
+//   r = fma(-k, c_hi, x); r = fma(-k, c_lo, r)   with c_hi + c_lo = ln2 / 32 to 2^-54: each fma
+//       rounds once a result below 2^-6, so |r| <= ln2 / 64 keeps about 2^-30 absolute error;
+//   e^r = 1 + r (c1 + c2 r), the minimax quadratic on |r| <= ln2 / 64 (relative error 0.89 *
+//       2^-24; exp(0) stays exactly 1), evaluated as s = r * (c1 + c2 r);
+//   2^(k / 32) = 2^(k >> 5) * table[k & 31], the power of two added to the entry's exponent bits
+//       (k >> 5 >= -125 here, so it stays normal), and the result T + T s in one fma.
+// Why a table and a quadratic: six fused operations where a degree-6 polynomial over |r| <= ln2/2
+// took nine, and the exp is what bounds the CPU backend's pass at small K (optimized/cpu/README.md).
 LOGPROBS_CANONICAL_HD float exp_f32(float x) {
   if (!(x >= kExpFloor)) return 0.0f;
   constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
-  const float t = fma_f32(x, 1.44269504088896341f, kShifter);
-  const float n = t - kShifter;
-  float r = fma_f32(-n, 0.693145751953125f, x);
-  r = fma_f32(-n, 1.428606765330187045e-6f, r);
-  float q = 0.0013926175888627768f;
-  q = fma_f32(q, r, 0.008363173343241215f);
-  q = fma_f32(q, r, 0.041666556149721146f);
-  q = fma_f32(q, r, 0.16666577756404877f);
-  q = fma_f32(q, r, 0.5f);
-  const float p = fma_f32(fma_f32(q, r, 1.0f), r, 1.0f);
-  return float_of(bits_of(p) + (bits_of(t) << 23));
+  const float t = fma_f32(x, 46.1662413084468283f, kShifter);
+  const float kf = t - kShifter;
+  float r = fma_f32(-kf, 0.021660849452018738f, x);
+  r = fma_f32(-kf, -5.952044412893542e-11f, r);
+  const float s = r * fma_f32(0.4999999701976776f, r, 1.0000146627426147f);
+  const int k = int(kf);
+  const int j = k & (kExp2TableSize - 1);
+  const std::uint32_t scale = std::uint32_t((k - j) / kExp2TableSize) << 23;  // 2^(k >> 5), wrapping
+  const float table = float_of(exp2_table_bits(j) + scale);
+  return fma_f32(table, s, table);
 }
 
 // log(s) for a finite s >= 1 (a row's sum, which holds its max's term 1), to about 1e-16

@@ -17,7 +17,10 @@
 #define LOGPROBS_CPU_CANONICAL_EXP_INL_H_
 #endif
 
+#include <array>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 #include "hwy/highway.h"
 #include "logprobs/canonical_arithmetic.hpp"
@@ -56,27 +59,92 @@ HWY_INLINE V NegFma(D d, V a, V b, V c) {
   return Fma(d, hn::Neg(a), b, c);
 }
 
+// canonical::exp_f32's table, held in registers where the target has a permute of 32 entries
+// (AVX-512: one vpermt2d over two registers; AVX2: four vpermd and two blends) and read lane by
+// lane elsewhere (SSE4, SSSE3 and the fallbacks, which compute each fma lane by lane anyway).
+// Each entry is stored less j << 18, so that one shift and one add of t's bits give the scaled
+// entry: t's bits are 0x4B400000 + k (1.5 * 2^23 + k, k >= -3970), and modulo 2^32 they shifted
+// left by 18 are k << 18 (0x4B400000's lowest bit is bit 22), which is ((k >> 5) << 23) +
+// ((k & 31) << 18): the definition's 2^(k >> 5) in the exponent bits, plus what the bias takes
+// away. The permutes read only an index's low bits, which are k & 31.
+template <class D>
+class Exp2Table {
+  using DU = hn::RebindToUnsigned<D>;
+  using VU = hn::Vec<DU>;
+  static constexpr std::size_t kN = hn::MaxLanes(D());
+  static constexpr auto kBiased = [] {
+    std::array<std::uint32_t, canonical::kExp2TableSize> biased{};
+    for (int j = 0; j < canonical::kExp2TableSize; ++j)
+      biased[std::size_t(j)] = canonical::kExp2Table[j] - (std::uint32_t(j) << 18);
+    return biased;
+  }();
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+  static constexpr int kRegisters = kN == 16 ? 2 : 0;  // not for a capped tag's shorter vectors
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  static constexpr int kRegisters = kN == 8 ? 4 : 0;
+#else
+  static constexpr int kRegisters = 0;
+#endif
+  VU part_[kRegisters > 0 ? kRegisters : 1];
+
+ public:
+  Exp2Table() {
+    const DU du;
+    if constexpr (kRegisters > 0) {
+      alignas(64) static constexpr auto kTable = kBiased;
+      for (int i = 0; i < kRegisters; ++i) part_[i] = hn::Load(du, kTable.data() + std::size_t(i) * kN);
+    }
+  }
+
+  // The scaled entry 2^(k >> 5) * table[k & 31] for t's bits.
+  HWY_INLINE hn::Vec<D> scaled(VU t_bits) const {
+    const D d;
+    const DU du;
+    VU entry;
+    if constexpr (kRegisters == 0) {
+      HWY_ALIGN std::uint32_t lanes[kN];
+      hn::Store(t_bits, du, lanes);
+      for (std::size_t i = 0; i < hn::Lanes(du); ++i) lanes[i] = kBiased[lanes[i] & (canonical::kExp2TableSize - 1)];
+      entry = hn::Load(du, lanes);
+    } else {
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+      entry = VU{_mm512_permutex2var_epi32(part_[0].raw, t_bits.raw, part_[1].raw)};
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+      // Entry k & 31 of the four quarters' permutes, picked by k's bits 3 and 4 (moved to the sign).
+      using VI = hn::Vec<hn::RebindToSigned<DU>>;
+      const VI low{_mm256_permutevar8x32_epi32(part_[0].raw, t_bits.raw)};
+      const VI mid{_mm256_permutevar8x32_epi32(part_[1].raw, t_bits.raw)};
+      const VI high{_mm256_permutevar8x32_epi32(part_[2].raw, t_bits.raw)};
+      const VI top{_mm256_permutevar8x32_epi32(part_[3].raw, t_bits.raw)};
+      const VI bit3{hn::ShiftLeft<28>(t_bits).raw}, bit4{hn::ShiftLeft<27>(t_bits).raw};
+      const VI upper = hn::IfNegativeThenElse(bit3, top, high), lower = hn::IfNegativeThenElse(bit3, mid, low);
+      entry = VU{hn::IfNegativeThenElse(bit4, upper, lower).raw};
+#endif
+    }
+    return hn::BitCast(d, hn::Add(entry, hn::ShiftLeft<18>(t_bits)));
+  }
+};
+
 // canonical::exp_f32, lane by lane. kInRange: the caller knows every x >= kExpFloor (so not NaN
 // or -inf), where the definition's selection of 0 below the range would select nothing.
 template <bool kInRange = false, class D, class V = hn::Vec<D>>
-HWY_INLINE V CanonicalExp(D d, V x) {
-  const hn::RebindToSigned<D> di;
+HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
+  const hn::RebindToUnsigned<D> du;
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
-  const V t = Fma(d, x, hn::Set(d, 1.44269504088896341f), shifter);
-  const V n = hn::Sub(t, shifter);
-  V r = NegFma(d, n, hn::Set(d, 0.693145751953125f), x);
-  r = NegFma(d, n, hn::Set(d, 1.428606765330187045e-6f), r);
-  V q = hn::Set(d, 0.0013926175888627768f);
-  q = Fma(d, q, r, hn::Set(d, 0.008363173343241215f));
-  q = Fma(d, q, r, hn::Set(d, 0.041666556149721146f));
-  q = Fma(d, q, r, hn::Set(d, 0.16666577756404877f));
-  q = Fma(d, q, r, hn::Set(d, 0.5f));
-  const V one = hn::Set(d, 1.0f);
-  const V p = Fma(d, Fma(d, q, r, one), r, one);
-  // t's low mantissa bits hold n (two's complement), so t's bits << 23 are n << 23.
-  const V scaled = hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(hn::BitCast(di, t))));
-  if constexpr (kInRange) return scaled;
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), scaled);
+  const V t = Fma(d, x, hn::Set(d, 46.1662413084468283f), shifter);
+  const V kf = hn::Sub(t, shifter);
+  V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f), x);
+  r = NegFma(d, kf, hn::Set(d, -5.952044412893542e-11f), r);
+  const V s = hn::Mul(r, Fma(d, hn::Set(d, 0.4999999701976776f), r, hn::Set(d, 1.0000146627426147f)));
+  const V entry = table.scaled(hn::BitCast(du, t));
+  const V e = Fma(d, entry, s, entry);
+  if constexpr (kInRange) return e;
+  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), e);
+}
+
+template <bool kInRange = false, class D, class V = hn::Vec<D>>
+HWY_INLINE V CanonicalExp(D d, V x) {
+  return CanonicalExp<kInRange>(d, x, Exp2Table<D>());
 }
 
 // canonical::combine of lanes (a_max, a_sum) and (b_max, b_sum), lane by lane: the same branch

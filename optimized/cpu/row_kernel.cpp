@@ -171,15 +171,16 @@ class ChunkScanner {
   // is memory's and pass 2 the exp's, and without it the two would take turns instead of
   // overlapping (perf: half the samples waited on pass 1's loads).
   template <bool kInRange>
-  static HWY_INLINE void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch) {
+  static HWY_INLINE void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch,
+                                          const Exp2Table<D>& table) {
     const D d;
     if (prefetch != nullptr)
       for (std::size_t line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(prefetch + 64 * line);
     for (std::size_t h = 0; h < kRegs; ++h) {
-      const V e0 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (0 * kRegs + h) * kN), m));
-      const V e1 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (1 * kRegs + h) * kN), m));
-      const V e2 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (2 * kRegs + h) * kN), m));
-      const V e3 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (3 * kRegs + h) * kN), m));
+      const V e0 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (0 * kRegs + h) * kN), m), table);
+      const V e1 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (1 * kRegs + h) * kN), m), table);
+      const V e2 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (2 * kRegs + h) * kN), m), table);
+      const V e3 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (3 * kRegs + h) * kN), m), table);
       lanes[h] = hn::Add(lanes[h], hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)));
     }
   }
@@ -220,6 +221,7 @@ class ChunkScanner {
 
     V lanes[kRegs];
     for (V& l : lanes) l = hn::Zero(d);
+    const Exp2Table<D> table;
     const float* x = kStaged ? stage_ : row_.plain_row() + begin;
     const bool ahead = begin + kPrefetchSegments * canonical::kSegment < in_.vocab;
     const std::byte* next = row_.entry(begin + kPrefetchSegments * canonical::kSegment);
@@ -230,12 +232,12 @@ class ChunkScanner {
     for (std::uint64_t t = 0; t < full_tiles; ++t) {
       const std::byte* prefetch = ahead ? next + t * kPrefetchLines * 64 : nullptr;
       if (in_range) {
-        second_pass_tile<true>(x + t * kTile, m, lanes, prefetch);
+        second_pass_tile<true>(x + t * kTile, m, lanes, prefetch, table);
       } else {
-        second_pass_tile<false>(x + t * kTile, m, lanes, prefetch);
+        second_pass_tile<false>(x + t * kTile, m, lanes, prefetch, table);
       }
     }
-    if (tail > 0) second_pass_tile<false>(stage_ + full_tiles * kTile, m, lanes, nullptr);
+    if (tail > 0) second_pass_tile<false>(stage_ + full_tiles * kTile, m, lanes, nullptr, table);
     HWY_ALIGN float lane_sums[canonical::kLanes];
     for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
     partial.sum = canonical::lane_tree(lane_sums);
