@@ -16,7 +16,7 @@ bool same_bytes(const T* a, const T* b, std::size_t n) {
 
 RaggedBatch BatchData::view() const {
   RaggedBatch v;
-  v.logits = dtype == LogitsDtype::f32 ? static_cast<const void*>(logits.data()) : logits16.data();
+  v.logits = logit_bytes().data();
   v.dtype = dtype;
   v.rows = rows;
   v.vocab = vocab;
@@ -31,16 +31,34 @@ RaggedBatch BatchData::view() const {
 }
 
 float BatchData::logit(std::uint64_t i, std::uint64_t j) const {
-  const std::uint64_t at = i * row_stride + j;
-  switch (dtype) {
-    case LogitsDtype::bf16:
-      return bf16_to_f32(logits16[at]);
-    case LogitsDtype::f16:
-      return f16_to_f32(logits16[at]);
-    case LogitsDtype::f32:
-      break;
+  const std::byte* at = logit_bytes().data() + (i * row_stride + j) * dtype_bytes(dtype);
+  if (dtype == LogitsDtype::f32) {
+    float x;
+    std::memcpy(&x, at, sizeof x);  // a mapped file's logits need not be aligned
+    return x;
   }
-  return logits[at];
+  std::uint16_t bits;
+  std::memcpy(&bits, at, sizeof bits);
+  return dtype == LogitsDtype::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+}
+
+std::span<const std::byte> BatchData::logit_bytes() const {
+  if (logits_owner) return mapped_logits;
+  return dtype == LogitsDtype::f32 ? std::as_bytes(std::span(logits)) : std::as_bytes(std::span(logits16));
+}
+
+void BatchData::own_logits() {
+  if (!logits_owner) return;
+  const std::span<const std::byte> bytes = mapped_logits;
+  if (dtype == LogitsDtype::f32) {
+    logits.resize(bytes.size() / sizeof(float));
+    std::memcpy(logits.data(), bytes.data(), bytes.size());
+  } else {
+    logits16.resize(bytes.size() / sizeof(std::uint16_t));
+    std::memcpy(logits16.data(), bytes.data(), bytes.size());
+  }
+  mapped_logits = {};
+  logits_owner.reset();
 }
 
 bool same_bits(const ResultData& a, const ResultData& b) {
@@ -73,13 +91,13 @@ BatchData row_alone(const BatchData& batch, const RowTask& task) {
   one.dtype = batch.dtype;
   one.vocab = one.row_stride = batch.vocab;
   one.rows = 1;
-  const std::uint64_t begin = task.logit_row * batch.row_stride;
+  const std::byte* row = batch.view().row_bytes(task.logit_row);
   if (batch.dtype == LogitsDtype::f32) {
-    one.logits.assign(batch.logits.begin() + std::ptrdiff_t(begin),
-                      batch.logits.begin() + std::ptrdiff_t(begin + batch.vocab));
+    one.logits.resize(batch.vocab);
+    std::memcpy(one.logits.data(), row, batch.vocab * sizeof(float));
   } else {
-    one.logits16.assign(batch.logits16.begin() + std::ptrdiff_t(begin),
-                        batch.logits16.begin() + std::ptrdiff_t(begin + batch.vocab));
+    one.logits16.resize(batch.vocab);
+    std::memcpy(one.logits16.data(), row, batch.vocab * sizeof(std::uint16_t));
   }
   one.sampled_tokens = {task.token};
   one.logit_row_offsets = one.lp_output_offsets = {0, 1};
@@ -97,6 +115,7 @@ ResultData run_backend(const Backend& backend, const BatchData& batch, std::uint
 
 BatchData without_item(const BatchData& batch, std::size_t b) {
   BatchData out = batch;
+  out.own_logits();
   const auto erase_item = [b](std::vector<std::uint32_t>& offsets) {
     const std::uint32_t removed = offsets[b + 1] - offsets[b];
     for (std::size_t i = b + 2; i < offsets.size(); ++i) offsets[i] -= removed;

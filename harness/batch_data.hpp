@@ -1,7 +1,9 @@
 // Owning counterparts of the contract's views, for the harness, tests, benchmarks and files.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -24,12 +26,22 @@ struct BatchData {
   std::optional<std::vector<float>> temperatures;  // [B] when given
   LogitsDtype dtype = LogitsDtype::f32;
   std::vector<std::uint16_t> logits16;  // bf16 and f16 batches: rows * row_stride bit patterns
+  // Or, for a batch read from a file, the logits in place in the file's read-only mapping, which
+  // `logits_owner` keeps alive (read_batch_file): then `logits` and `logits16` are empty, and
+  // view(), logit() and logit_bytes() read these; own_logits() copies them for code that edits.
+  std::span<const std::byte> mapped_logits;
+  std::shared_ptr<const void> logits_owner;
 
   RaggedBatch view() const;
-  // Row i of an f32 batch.
+  // Row i of an f32 batch that owns its logits.
   float* row(std::uint64_t i) { return logits.data() + i * row_stride; }
   // Logit (i, j) widened to f32, before any temperature.
   float logit(std::uint64_t i, std::uint64_t j) const;
+  // Every stored logit's bytes, in the batch's dtype, wherever they are kept.
+  std::span<const std::byte> logit_bytes() const;
+  // Copies mapped logits into `logits` or `logits16` and lets the mapping go (nothing when the
+  // batch already owns them).
+  void own_logits();
 };
 
 // Outputs that own their arrays: lp_logits and lp_tokens [rows, width], lp_ranks [rows] when

@@ -144,12 +144,12 @@ BatchFile read_batch_file(const std::filesystem::path& path, MemoryBudget* budge
   batch.rows = logits.shape[0];
   batch.vocab = logits.shape[1];
   batch.row_stride = batch.vocab;
-  if (logits.dtype == "F32") {
-    batch.logits = reader.read_as<float>(logits);
-  } else {
-    batch.dtype = logits.dtype == "BF16" ? LogitsDtype::bf16 : LogitsDtype::f16;
-    batch.logits16 = reader.read_as<std::uint16_t>(logits);
-  }
+  if (logits.dtype != "F32") batch.dtype = logits.dtype == "BF16" ? LogitsDtype::bf16 : LogitsDtype::f16;
+  // The logits, the bulk of the file, are read in place: a copy would cost a page fault per page
+  // of it and its size again in memory.
+  SafetensorsReader::InPlace in_place = reader.in_place(logits);
+  batch.mapped_logits = in_place.bytes;
+  batch.logits_owner = std::move(in_place.owner);
   batch.tokens = read_u32(reader, "tokens", 1, "U32 [T]");
   batch.sampled_tokens = read_u32(reader, "sampled_tokens", 1, "U32 [B]");
   batch.logit_row_offsets = read_u32(reader, "logit_row_offsets", 1, "U32 [B+1]");
@@ -185,15 +185,13 @@ void write_batch_file(const std::filesystem::path& path, const BatchData& batch,
   if (const auto given = metadata.find("k"); k && given != metadata.end() && given->second != std::to_string(*k))
     throw FileError(fmt::format("{}: k = {} but metadata k = '{}'; give one K; not written", path.string(), *k,
                                 given->second));
-  const bool wide = batch.dtype == LogitsDtype::f32;
-  const std::uint64_t stored = wide ? batch.logits.size() : batch.logits16.size();
+  const std::uint64_t bytes = dtype_bytes(batch.dtype);
+  const std::uint64_t stored = batch.logit_bytes().size() / bytes;
   if (batch.rows > 0 && stored < (batch.rows - 1) * batch.row_stride + batch.vocab)
     throw FileError(fmt::format("{}: batch has {} logits, too few for {} rows of stride {}", path.string(), stored,
                                 batch.rows, batch.row_stride));
   // The file holds rows of exactly V logits: a batch with a wider stride is packed first.
-  const std::uint64_t bytes = dtype_bytes(batch.dtype);
-  const auto* all = reinterpret_cast<const std::byte*>(wide ? static_cast<const void*>(batch.logits.data())
-                                                            : static_cast<const void*>(batch.logits16.data()));
+  const std::byte* all = batch.logit_bytes().data();
   std::vector<std::byte> packed;
   std::span<const std::byte> logits(all, batch.rows * batch.vocab * bytes);
   if (batch.row_stride != batch.vocab) {

@@ -45,6 +45,7 @@ float round_to(LogitsDtype dtype, float x) {
 BatchData with_dtype(const BatchData& f32_batch, LogitsDtype dtype) {
   BatchData out = f32_batch;
   if (dtype == LogitsDtype::f32) return out;
+  out.own_logits();
   out.dtype = dtype;
   out.logits16.resize(out.logits.size());
   const auto narrow = dtype == LogitsDtype::bf16 ? f32_to_bf16 : f32_to_f16;
@@ -56,10 +57,11 @@ BatchData with_dtype(const BatchData& f32_batch, LogitsDtype dtype) {
 BatchData widened_to_f32(const BatchData& batch) {
   BatchData out = batch;
   if (batch.dtype == LogitsDtype::f32) return out;
+  out.own_logits();
   out.dtype = LogitsDtype::f32;
-  out.logits.resize(batch.logits16.size());
+  out.logits.resize(out.logits16.size());
   const auto widen = batch.dtype == LogitsDtype::bf16 ? bf16_to_f32 : f16_to_f32;
-  for (std::size_t i = 0; i < batch.logits16.size(); ++i) out.logits[i] = widen(batch.logits16[i]);
+  for (std::size_t i = 0; i < out.logits16.size(); ++i) out.logits[i] = widen(out.logits16[i]);
   out.logits16.clear();
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,18 @@ void ReadableFile::read_exact(std::uint64_t offset, void* into, std::uint64_t by
                       n == 0 ? "the file is shorter than it was: changed while reading?" : std::strerror(errno)));
     done += std::uint64_t(n);
   }
+}
+
+MappedBytes::~MappedBytes() {
+  if (size_ > 0) ::munmap(const_cast<void*>(data_), size_);
+}
+
+std::shared_ptr<const MappedBytes> ReadableFile::map() const {
+  if (size_ == 0) return std::make_shared<const MappedBytes>(nullptr, 0);  // mmap refuses a length of 0
+  void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
+  if (data == MAP_FAILED)
+    throw FileError(fmt::format("{}: cannot map its {} bytes: {}", path_.string(), size_, std::strerror(errno)));
+  return std::make_shared<const MappedBytes>(data, size_);
 }
 
 std::string read_whole_file(const std::filesystem::path& path, MemoryBudget* budget) {

@@ -205,6 +205,13 @@ void SafetensorsReader::expect(const TensorEntry& e, std::initializer_list<std::
          rank, expected);
 }
 
+SafetensorsReader::InPlace SafetensorsReader::in_place(const TensorEntry& e) {
+  charge(e.end - e.begin, e);
+  if (!mapping_) mapping_ = file_.map();
+  // The header's check against the file's size keeps the range inside the mapping.
+  return {mapping_, mapping_->bytes().subspan(data_start_ + e.begin, e.end - e.begin)};
+}
+
 void SafetensorsReader::fail_with(const std::string& message) const {
   throw FileError(fmt::format("{}: {}", path_.string(), message));
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -70,6 +71,15 @@ class SafetensorsReader {
     return values;
   }
 
+  // The entry's bytes in place, in the file mapped read-only (once per reader), with the owner
+  // that keeps the mapping alive. Counted against the budget as read_as counts its copy: the
+  // pages are this process's memory once read.
+  struct InPlace {
+    std::shared_ptr<const void> owner;
+    std::span<const std::byte> bytes;
+  };
+  InPlace in_place(const TensorEntry& e);
+
   // Throws FileError with the path, then the message.
   template <typename... Args>
   [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
@@ -83,6 +93,7 @@ class SafetensorsReader {
   std::filesystem::path path_;
   MemoryBudget* budget_;
   ReadableFile file_;  // a member, so that it is closed also when the constructor throws
+  std::shared_ptr<const MappedBytes> mapping_;  // the whole file, once an entry is read in place
   std::uint64_t data_start_ = 0;
   std::uint64_t data_size_ = 0;
   std::vector<TensorEntry> entries_;

@@ -1,4 +1,5 @@
 // Batch and result files (SPEC §7): round trips, widening, and every kind of malformed file.
+// Over 400 lines: one suite for one file format, each test a few lines on one property of it.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -53,7 +54,7 @@ void expect_same_batch(const BatchData& want, const BatchData& got) {
   ASSERT_EQ(got.vocab, want.vocab);
   EXPECT_EQ(got.row_stride, want.vocab);  // compacted on load
   ASSERT_EQ(got.dtype, want.dtype);
-  ASSERT_EQ(got.dtype == LogitsDtype::f32 ? got.logits.size() : got.logits16.size(), want.rows * want.vocab);
+  ASSERT_EQ(got.logit_bytes().size(), want.rows * want.vocab * dtype_bytes(want.dtype));
   for (std::uint64_t i = 0; i < want.rows; ++i)
     for (std::uint64_t j = 0; j < want.vocab; ++j)
       EXPECT_EQ(std::bit_cast<std::uint32_t>(got.logit(i, j)), std::bit_cast<std::uint32_t>(want.logit(i, j)))
@@ -135,6 +136,56 @@ TEST(BatchFile, EmptyBatchRoundTrips) {
   write_batch_file(path, empty, 0);
   const BatchFile file = read_batch_file(path);
   expect_same_batch(empty, file.batch);
+}
+
+// The logits are read in place: the batch views the file's mapping, which outlives the reader and
+// is shared by copies; own_logits() turns it into an owned copy with the same bits.
+TEST(BatchFile, LogitsAreReadInPlaceAndOwnedOnRequest) {
+  const fs::path path = temp_path("in_place.safetensors");
+  write_batch_file(path, small_batch(), 3);
+  BatchData copy;
+  {
+    const BatchFile file = read_batch_file(path);
+    EXPECT_TRUE(file.batch.logits.empty() && file.batch.logits_owner != nullptr);
+    copy = file.batch;
+  }
+  expect_same_batch(small_batch(), copy);
+  BatchData owned = copy;
+  owned.own_logits();
+  EXPECT_EQ(owned.logits_owner, nullptr);
+  EXPECT_EQ(owned.logits.size(), 9u);
+  expect_same_batch(small_batch(), owned);
+  const BatchData fewer = without_item(copy, 0);  // edits a copy that owns its logits
+  ASSERT_EQ(fewer.rows, 2u);
+  EXPECT_EQ(fewer.logit(0, 1), small_batch().logit(1, 1));
+  expect_same_batch(small_batch(), copy);
+}
+
+// SPEC §1 allows logits at any alignment, and a file may place them at any offset: read in place
+// at an odd one, they read back and judge as the same batch owned.
+TEST(BatchFile, LogitsAtAnOddOffsetReadInPlace) {
+  ordered_json h;
+  h["logits"] = {{"dtype", "F32"}, {"shape", {1, 3}}, {"data_offsets", {1, 13}}};
+  h["tokens"] = {{"dtype", "U32"}, {"shape", {0}}, {"data_offsets", {13, 13}}};
+  h["sampled_tokens"] = {{"dtype", "U32"}, {"shape", {1}}, {"data_offsets", {13, 17}}};
+  h["logit_row_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {17, 25}}};
+  h["token_row_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {25, 33}}};
+  h["lp_output_offsets"] = {{"dtype", "U32"}, {"shape", {2}}, {"data_offsets", {33, 41}}};
+  const std::string header = h.dump() + std::string((8 - h.dump().size() % 8) % 8, ' ');  // data starts 8-aligned
+  const float logits[3] = {0.25f, -3.0f, 1.5f};
+  const std::uint32_t u32[7] = {2, 0, 1, 0, 0, 0, 1};  // sampled token; the three offset arrays
+  std::string data(41, '\0');
+  std::memcpy(data.data() + 1, logits, sizeof logits);
+  std::memcpy(data.data() + 13, u32, sizeof u32);
+  const fs::path path = temp_path("odd_offset.safetensors");
+  std::ofstream(path, std::ios::binary) << testing_support::length_prefix(header.size()) << header << data;
+
+  const BatchFile file = read_batch_file(path);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(file.batch.view().logits) % alignof(float), 1u);
+  BatchData owned = single_row_batch(logits, 2);
+  expect_same_batch(owned, file.batch);
+  EXPECT_TRUE(same_bits(run_backend(reference_backend(), file.batch, 2, true),
+                        run_backend(reference_backend(), owned, 2, true)));
 }
 
 TEST(BatchFile, ResultRoundTripKeepsBitsAndRanks) {
