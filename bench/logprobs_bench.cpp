@@ -10,7 +10,9 @@
 // configuration, so that a part's cost is a ratio within one run. A target that lacks a part is
 // not timed with it.
 //
-// Names: <target>/rows:R/vocab:V/k:K/dtype:D/dist:D/threads:T and
+// Names: <target>/rows:R/vocab:V/k:K/dtype:D/dist:D/threads:T,
+// judge/rows:R/vocab:V/k:20/dtype:D/dist:normal/threads:T (what judging one batch costs: the
+// reference's result and the comparator's verdict, calibrated tolerance included) and
 // stream_read/rows:R/vocab:V/dtype:D/threads:T (a read of the same bytes as that dtype's logits).
 // Counters: bytes_per_second (logits read), rows_per_second, and read_bw_fraction: the target's
 // logits bytes/s over the stream_read bytes/s of the same size and thread count measured in this
@@ -18,6 +20,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -29,6 +32,7 @@
 
 #include "bench_data.hpp"
 #include "bench_sets.hpp"
+#include "harness/comparator.hpp"
 #include "logprobs/batch.hpp"
 #include "stream_read.hpp"
 #include "targets.hpp"
@@ -95,6 +99,31 @@ void target_bench(benchmark::State& state, const std::string& name, const Target
   state.counters["read_bw_fraction"] = double(bytes) * double(state.iterations()) / seconds / read_bw;
 }
 
+// The judge of `verify`, `compare`, the campaign and the Python `judge`: the reference backend's
+// result for the batch, then compare_result of a result against it under the default tolerance
+// (SPEC §5: calibrated). The result judged is the reference's own, computed once outside the
+// timing: it passes, so every row is judged in full, as an honest backend's would be.
+void judge_bench(benchmark::State& state, Shape shape, std::uint32_t k, int threads) {
+  const BatchData& batch = batch_for(shape);
+  const Backend& reference = reference_backend();
+  omp_set_num_threads(threads);
+  const ResultData judged = run_backend(reference, batch, k);
+  const auto start = clock::now();
+  for (auto _ : state) {
+    const Verdict verdict = compare_result(batch.view(), k, run_backend(reference, batch, k), judged);
+    if (!verdict.ok()) {
+      state.SkipWithError("the judge failed the reference's own result");
+      return;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  const std::uint64_t bytes = batch.rows * batch.vocab * dtype_bytes(batch.dtype);
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+  state.counters["rows_per_second"] =
+      benchmark::Counter(double(batch.rows), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["read_bw_fraction"] = double(bytes) * double(state.iterations()) / seconds / read_bandwidth(bytes, threads);
+}
+
 std::string lowercase(std::string_view text) {
   std::string s(text);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -154,6 +183,19 @@ void register_set(const BenchSet& set, const std::vector<Target>& targets, const
             stream_read_bench, bytes, threads)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
+      }
+      // The judge at vLLM's usual K on normal rows: its cost is the reference's and the
+      // comparator's, which K and the row's shape change little.
+      constexpr std::uint32_t kJudgeK = 20;
+      if (std::find(set.ks.begin(), set.ks.end(), kJudgeK) != set.ks.end()) {
+        for (int threads : set.threads) {
+          benchmark::RegisterBenchmark(("judge/" + shape_name(rows, vocab) + "/k:" + std::to_string(kJudgeK) +
+                                        dtype_dim + "/dist:normal/threads:" + std::to_string(threads))
+                                           .c_str(),
+                                       judge_bench, Shape{rows, vocab, Distribution::normal, dtype}, kJudgeK, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
       for (Distribution dist : set.dists) {
         for (std::uint32_t k : set.ks) {
