@@ -294,6 +294,10 @@ def test_run(toy, work):
     run = mutants(toy, *selects("sub1_to_add1:i > n - 1"), "--work-dir", work / "w", "--json", work / "r.json",
                   "--require-killed")
     check(run.returncode == 1 and "not killed" in run.stderr, f"--require-killed with a survivor: {run.stderr}")
+    run = mutants(toy, *selects("lt_to_le:i = 0; i < n"), "--ctest-arg=-E", "--ctest-arg=toy_sum", "--work-dir",
+                  work / "w", "--json", work / "e.json")
+    check(results(work / "e.json")[1] == [("survived", None)] and "the campaign of toy" in run.stdout
+          and "tests in" not in run.stdout, f"--ctest-arg=-E leaves the test out: {run.stdout}")
     run = mutants(toy, *selects("sub1_to_add1:v[n - 1]"), "--preset", "asan", "--work-dir", work / "asan",
                   "--json", work / "asan.json", "--stages", "tests")
     report, got = results(work / "asan.json")
