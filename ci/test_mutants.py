@@ -300,9 +300,9 @@ def test_run(toy, work):
     check(results(work / "e.json")[1] == [("survived", None)] and "the campaign of toy" in run.stdout
           and "tests in" not in run.stdout, f"--ctest-arg=-E leaves the test out: {run.stdout}")
     run = mutants(toy, *selects("lt_to_le:i = 0; i < n"), "--no-baseline", "--timeout", "60", "--stages", "tests",
-                  "--work-dir", work / "w", "--json", work / "n.json")
+                  "--target", "test_toy", "--work-dir", work / "w", "--json", work / "n.json")
     check(results(work / "n.json")[1] == [("killed", "test")] and "its stages not run" in run.stdout
-          and "tests in" not in run.stdout, f"--no-baseline runs the mutant's stages only: {run.stdout}")
+          and "tests in" not in run.stdout, f"--no-baseline and --target: the mutant's stages only: {run.stdout}")
     run = mutants(toy, *selects("sub1_to_add1:v[n - 1]"), "--preset", "asan", "--work-dir", work / "asan",
                   "--json", work / "asan.json", "--stages", "tests")
     report, got = results(work / "asan.json")
