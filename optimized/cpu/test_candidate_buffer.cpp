@@ -1,18 +1,22 @@
 // The candidate buffer alone (candidate_buffer.hpp): compaction's exact top-K in token order, and
-// the speculative threshold's guarantee on rows whose large entries form one run.
+// the speculative threshold's guarantee on rows whose large entries form one run; and the scalar
+// row reader (row_source.hpp) that feeds its cold paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "candidate_buffer.hpp"
+#include "row_source.hpp"
 
 namespace logprobs {
 namespace {
@@ -79,6 +83,36 @@ TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
         const float threshold = buffer.speculative_threshold(cpu::RowSource(row.data()), vocab);
         const auto admitted = std::count_if(row.begin(), row.end(), [&](float x) { return x > threshold; });
         EXPECT_GE(admitted, k) << shape << " V " << vocab << " K " << k << " threshold " << threshold;
+      }
+    }
+  }
+}
+
+// RowSource::read (the speculation sample's loops per dtype) gives at()'s x bit for bit, for every
+// entry of the range: f32, bf16 and f16 (every 16-bit pattern: subnormals, infinities, NaNs), with
+// and without a temperature, from an offset into the row. Its output starts as a pattern no read
+// gives, so an entry read wrong or left out shows. The speculation only moves a threshold that the
+// kernel checks, so a wrong read here changes no output: this is what says it is wrong.
+TEST(CpuRowSource, ReadGivesAtsValues) {
+  // Half-word h holds h * 40503 mod 2^16 (40503 is odd: every 16-bit pattern once in the first
+  // 65536), so the 16-bit dtypes meet every entry there is; an f32 entry is two such half-words.
+  constexpr std::uint64_t kHalfWords = 2 * (65536 + 40), kBegin = 7;
+  std::vector<std::uint16_t> row(kHalfWords);
+  for (std::uint64_t h = 0; h < kHalfWords; ++h) row[h] = static_cast<std::uint16_t>(h * 40503u);
+  // A NaN that no entry holds (its halves 0xDBAD, 0x7FBA are not 40503 apart) and no widening or
+  // division gives (a signalling one).
+  constexpr std::uint32_t kUnread = 0x7FBADBADu;
+  for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
+    for (const std::optional<float> temperature : {std::optional<float>{}, std::optional<float>{0.7f}}) {
+      cpu::RowSource source(reinterpret_cast<const float*>(row.data()));
+      source.dtype = dtype;
+      source.temperature = temperature;
+      const std::uint64_t n = kHalfWords * sizeof(std::uint16_t) / dtype_bytes(dtype) - kBegin;
+      std::vector<float> out(n, std::bit_cast<float>(kUnread));
+      source.read(kBegin, n, out.data());
+      for (std::uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(source.at(kBegin + i)))
+            << dtype_name(dtype) << (temperature ? " with" : " without") << " a temperature, entry " << kBegin + i;
       }
     }
   }
