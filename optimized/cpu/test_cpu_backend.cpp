@@ -197,6 +197,23 @@ TEST_P(CpuBackendPerTarget, GivesTheCanonicalBitsAtEveryBoundary) {
   }
 }
 
+// A segment whose entries are all in exp's range but one, far below it (x - m = -1000), in any
+// lane: the kernel takes exp's in-range form only when the segment's smallest lane says every
+// entry is in range, so one lane left out of that minimum gives the far entry a wrong term (issue
+// 26: deleting SmallestLane's fold survived the tests, and the campaign only at some seeds).
+TEST_P(CpuBackendPerTarget, OneEntryBelowExpsRangeInAnyLaneGivesTheCanonicalBits) {
+  std::mt19937_64 rng(45);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  for (const std::uint64_t vocab : {1024ull, 2048ull}) {
+    BatchData batch = batch_of_one_kind(64, vocab, rng, RowKind::Normal);
+    for (std::uint64_t r = 0; r < batch.rows; ++r) batch.row(r)[(r * 17) % vocab] = -1000.0f;
+    for (const std::uint32_t k : {0u, 5u}) {
+      EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+          << "V " << vocab << " K " << k;
+    }
+  }
+}
+
 // SPEC §3's rows (only -inf, a +inf, a NaN, mostly masked), each kind in every row of its batch, at
 // V from one entry to past a chunk: the segment max of only -inf must stay -inf (Highway's
 // EMU128 MaxOfLanes would make it -FLT_MAX, a finite normalizer).
