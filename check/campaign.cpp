@@ -106,8 +106,10 @@ class Campaign {
       const std::optional<ResultData> canonical = canonical_result(options_.backends, batch, k, origin.ranks);
       for (std::size_t b = 0; b < options_.backends.size(); ++b) {
         const Backend& backend = *options_.backends[b];
+        // Only the cell's first failure is reported, so only it is diagnosed.
+        const Diagnose diagnosis = cell(b, i).first_failure.empty() ? Diagnose::when_failing : Diagnose::no;
         const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance,
-                                                     canonical ? &*canonical : nullptr);
+                                                     canonical ? &*canonical : nullptr, diagnosis);
         cell(b, i).add(outcome);
         if (!outcome.ok()) {
           cell(b, i).note_failure(origin.text, outcome);
@@ -117,12 +119,14 @@ class Campaign {
     }
   }
 
-  // The outcome of `backend` on `batch` as the campaign judges it.
-  BackendOutcome judged(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks) const {
+  // The outcome of `backend` on `batch` as the campaign judges it (diagnosed when asked: the
+  // shrinker only asks whether it fails).
+  BackendOutcome judged(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
+                        Diagnose diagnosis) const {
     const Backend* const alone[] = {&backend};
     const std::optional<ResultData> canonical = canonical_result(alone, batch, k, ranks);
     return judge_backend(backend, batch, k, ranks, run_backend(reference_backend(), batch, k), options_.tolerance,
-                         canonical ? &*canonical : nullptr);
+                         canonical ? &*canonical : nullptr, diagnosis);
   }
 
   void on_failure(const Backend& backend, std::uint32_t k, const BatchData& batch, const Origin& origin) {
@@ -139,7 +143,9 @@ class Campaign {
     file.origin = origin.text;
     BatchData smallest = batch;
     if (origin.random) {
-      const auto fails = [&](const BatchData& candidate) { return !judged(backend, candidate, k, origin.ranks).ok(); };
+      const auto fails = [&](const BatchData& candidate) {
+        return !judged(backend, candidate, k, origin.ranks, Diagnose::no).ok();
+      };
       std::optional<gen::Counterexample> found = gen::find_counterexample(
           gen::batch(), origin.random->first, origin.random->second, fails, options_.max_shrink_tries);
       if (found) {
@@ -171,7 +177,7 @@ class Campaign {
       replayed = smallest;
     }
 
-    const BackendOutcome outcome = judged(backend, replayed, k, origin.ranks);
+    const BackendOutcome outcome = judged(backend, replayed, k, origin.ranks, Diagnose::when_failing);
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
     if (!outcome.canonical_difference.empty()) file.first_violations.push_back(outcome.canonical_difference);

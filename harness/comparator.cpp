@@ -129,6 +129,9 @@ class RowJudge {
  private:
   void fail(Rule rule, std::uint64_t slot, std::uint32_t token, std::string what) {
     verdict_.violations.push_back({rule, b_, o_, slot, token, std::move(what), facts_.tolerance});
+    auto& rows = verdict_.failed_rows;
+    if (rows.empty() || rows.back().output_row != o_) rows.push_back({o_, 0});
+    rows.back().rules |= 1u << static_cast<unsigned>(rule);
   }
 
   void judge_tokens(std::uint32_t s, const ResultData& got) {
@@ -414,6 +417,7 @@ Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultDa
   for (Verdict& part : parts) {
     verdict.violations.insert(verdict.violations.end(), std::make_move_iterator(part.violations.begin()),
                               std::make_move_iterator(part.violations.end()));
+    verdict.failed_rows.insert(verdict.failed_rows.end(), part.failed_rows.begin(), part.failed_rows.end());
     verdict.stats.merge(part.stats);
   }
   return verdict;

@@ -136,8 +136,17 @@ struct ErrorStats {
   void merge(const ErrorStats& other);
 };
 
+// An output row with at least one violation, and every rule it broke: kept for every failing row
+// whether or not its violations are, so the diagnosis (diagnosis.hpp) knows which rows to read.
+struct FailedRow {
+  std::uint64_t output_row = 0;
+  std::uint32_t rules = 0;  // bit (1 << Rule) for each rule broken
+  bool broke(Rule rule) const { return (rules >> static_cast<unsigned>(rule) & 1u) != 0; }
+};
+
 struct Verdict {
   std::vector<Violation> violations;  // empty when the result agrees
+  std::vector<FailedRow> failed_rows;  // ascending, each row once; none for a result of the wrong shape
   ErrorStats stats;
   bool ok() const { return violations.empty(); }
 };

@@ -44,7 +44,8 @@ std::optional<ResultData> canonical_result(std::span<const Backend* const> backe
 }
 
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
-                             const ResultData& reference, const Tolerance& tolerance, const ResultData* canonical) {
+                             const ResultData& reference, const Tolerance& tolerance, const ResultData* canonical,
+                             Diagnose diagnosis) {
   using Clock = std::chrono::steady_clock;
   BackendOutcome outcome;
   outcome.skipped = missing_part(backend.features(), batch.view(), k, ranks);
@@ -58,7 +59,10 @@ BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std
   }
   outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!outcome.error.empty()) return outcome;
-  outcome.verdict = compare_result(batch, k, reference, got, tolerance_for(backend, tolerance));
+  const Tolerance judged_by = tolerance_for(backend, tolerance);
+  outcome.verdict = compare_result(batch, k, reference, got, judged_by);
+  if (!outcome.verdict.ok() && diagnosis == Diagnose::when_failing)
+    outcome.diagnoses = diagnose(batch.view(), k, got, outcome.verdict, judged_by);
   if (canonical != nullptr && backend.claims_canonical_arithmetic()) {
     if (const std::string difference = first_bit_difference(got, *canonical); !difference.empty())
       outcome.canonical_difference = "SPEC §8: bits differ from the canonical arithmetic's at " + difference;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comparator.hpp"
+#include "diagnosis.hpp"
 
 namespace logprobs {
 
@@ -17,6 +18,7 @@ struct BackendOutcome {
   // For a backend that claims SPEC §8, where its bits first differ from the canonical result's.
   std::string canonical_difference;
   double seconds = 0;  // time spent in the backend's run()
+  std::vector<Diagnosis> diagnoses;  // what the diagnosis names when the verdict failed (and was asked for)
   bool ok() const { return error.empty() && verdict.ok() && canonical_difference.empty(); }
 };
 
@@ -32,10 +34,12 @@ Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
 // throws becomes outcome.error), and judges the result against `reference`, the reference
 // backend's result for the same batch and K. A backend lacking an optional part the case needs
 // (SPEC §4) is not run: outcome.skipped names the part. When `canonical` is given (the canonical
-// backend's result, ranks as asked) and the backend claims SPEC §8, its bits must equal it.
+// backend's result, ranks as asked) and the backend claims SPEC §8, its bits must equal it. A
+// failing verdict is diagnosed unless `diagnosis` says no (a shrinker asks only whether it fails).
+enum class Diagnose : bool { no, when_failing };
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
                              const ResultData& reference, const Tolerance& tolerance,
-                             const ResultData* canonical = nullptr);
+                             const ResultData* canonical = nullptr, Diagnose diagnosis = Diagnose::when_failing);
 
 // The canonical backend's result for the case, or nothing when the build has no such backend or
 // none of `backends` claims SPEC §8 (so there is nothing to hold to it).
