@@ -1,6 +1,6 @@
 // The diagnosis (diagnosis.hpp), in two passes over the failing rows.
 //
-// Over 400 lines because the fourteen fingerprints belong together: which class claims a row is
+// Over 400 lines: the fourteen fingerprints belong together, since which class claims a row is
 // decided by their order (the specific ones before normalizer_shift, which fits any row whose
 // values move together), and that order reads in one place, claim_rows.
 //
