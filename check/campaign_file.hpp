@@ -19,8 +19,8 @@ namespace logprobs {
 
 nlohmann::json campaign_json(const CampaignOptions& options, const CampaignReport& report);
 
-// A file that is not a campaign report of this tool, or lacks a field merge needs; the message
-// names the file and the field.
+// A file that is not a campaign report of this tool, or breaks its schema; the message names the
+// file and the field.
 class CampaignFileError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -39,9 +39,16 @@ struct CampaignRun {
   double elapsed_s = 0;
 };
 
-// A shard's report (campaign --json): a regular file, its size and its JSON tree counted against
-// `budget` when given (merge holds every report at once). Throws CampaignFileError, FileError,
-// MemoryBudgetExceeded.
+// A shard's report (campaign --json): a regular file, validated against the campaign report's
+// schema before any field is read; its size, its JSON tree (strings included) and what is read out
+// of it counted against `budget` when given (merge holds every report at once). Throws
+// CampaignFileError (naming the file and the field), FileError, MemoryBudgetExceeded.
 CampaignRun read_campaign_file(const std::string& path, MemoryBudget* budget = nullptr);
+// The same for a report's text, named `path` in messages (the fuzz target reads through it).
+CampaignRun parse_campaign_report(std::string text, const std::string& path, MemoryBudget* budget = nullptr);
+
+// What a cell or a counterexample holds in memory, its texts included: what a budget is charged.
+std::uint64_t held_bytes(const CellSummary& cell);
+std::uint64_t held_bytes(const CounterexampleFile& file);
 
 }  // namespace logprobs

@@ -11,11 +11,13 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "campaign_file.hpp"
 #include "harness/batch_file.hpp"
+#include "harness/bounded_json.hpp"
 #include "junit.hpp"
 #include "merge.hpp"
 #include "output_file.hpp"
@@ -106,26 +108,30 @@ Replay counterexample_replay(const std::vector<CounterexampleFile>& files) {
 }
 
 // The table, the verdict line, the counterexamples and the JSON and JUnit files of a campaign or
-// a merge of one.
+// a merge of one. With a budget (merge's), the JSON text and the JUnit XML are counted against
+// it before anything is printed or written, each at twice its bound (a string grows by doubling).
 int report_campaign(const std::vector<CellSummary>& cells, const std::vector<CounterexampleFile>& counterexamples,
                     const nlohmann::json& json, const std::string& json_path, const std::string& junit_path,
-                    std::span<const std::string> inputs) {
+                    std::span<const std::string> inputs, MemoryBudget* budget = nullptr) {
+  std::optional<JunitSuite> suite;
+  if (!junit_path.empty()) {
+    suite = junit_suite("campaign", cells, counterexample_replay(counterexamples));
+    if (budget) budget->require(2 * junit_xml_bound(*suite), fmt::format("--junit {}: the XML", junit_path));
+  }
+  if (budget && !json_path.empty())
+    budget->require(2 * dump_size_bound(json, 2), fmt::format("--json {}: the report's text", json_path));
   print_table(std::cout, cells);
   const std::uint64_t failures = total_failures(cells);
   fmt::print("{}\n", failures == 0 ? "OK: every backend agrees with the reference"
                                    : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
   if (!json_path.empty()) write_json(json_path, json, inputs);
-  if (!junit_path.empty()) {
+  if (suite) {
     auto properties = tolerance_properties(tolerance_from_json(json.at("tolerance")));
-    properties.emplace_back("seed", json["seed"].dump());
-    properties.emplace_back("max_cases", json["max_cases"].dump());
-    properties.emplace_back("k", json["k"].dump());
-    properties.emplace_back("hand_cases", json["hand_cases"].dump());
-    properties.emplace_back("random_cases", json["random_cases"].dump());
-    properties.emplace_back("shard", fmt::format("{}/{}", json["shard"]["index"].get<std::uint32_t>(),
-                                                 json["shard"]["count"].get<std::uint32_t>()));
-    write_junit(junit_path, junit_suite("campaign", cells, counterexample_replay(counterexamples)), inputs,
-                std::move(properties));
+    for (const char* field : {"seed", "max_cases", "k", "hand_cases", "random_cases"})
+      properties.emplace_back(field, json.at(field).dump());
+    properties.emplace_back("shard", fmt::format("{}/{}", json.at("shard").at("index").get<std::uint32_t>(),
+                                                 json.at("shard").at("count").get<std::uint32_t>()));
+    write_junit(junit_path, std::move(*suite), inputs, std::move(properties));
   }
   return failures == 0 ? kAgree : kDisagree;
 }
@@ -254,12 +260,13 @@ int merge_command(const MergeArgs& args) {
   std::vector<CampaignRun> runs;
   MemoryBudget budget(args.memory_budget);
   for (const std::string& path : args.files) runs.push_back(read_campaign_file(path, &budget));
-  const MergedCampaign merged = merge_campaigns(runs);
+  const MergedCampaign merged = merge_campaigns(std::move(runs), &budget);
   fmt::print("logprobs-check merge: {} shards of seed {}, K {}: {} hand cases and {} random cases\n", merged.shards,
-             merged.json["seed"].dump(), merged.json["k"].dump(), merged.hand_cases, merged.random_cases);
+             merged.json.at("seed").dump(), merged.json.at("k").dump(), merged.hand_cases, merged.random_cases);
   for (const CounterexampleFile& f : merged.counterexamples)
     fmt::print("FAIL {} at K = {} on {}\n  replay: {}\n", f.backend, f.k, f.origin, f.replay_command);
-  return report_campaign(merged.cells, merged.counterexamples, merged.json, args.json, args.junit, args.files);
+  return report_campaign(merged.cells, merged.counterexamples, merged.json, args.json, args.junit, args.files,
+                         &budget);
 }
 
 int run_command(const FileArgs& args) {

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "harness/bounded_json.hpp"
+
 namespace logprobs {
 namespace {
 
@@ -162,6 +164,17 @@ std::string junit_xml(const JunitSuite& suite) {
   }
   xml += "  </testsuite>\n</testsuites>\n";
   return xml;
+}
+
+std::uint64_t junit_xml_bound(const JunitSuite& suite) {
+  // The markup around each text is below 512 bytes.
+  const auto text = [](std::string_view t) { return escaped_size_bound(t); };
+  std::uint64_t bytes = 1024 + 2 * text(suite.name);
+  for (const auto& [name, value] : suite.properties) bytes += 64 + text(name) + text(value);
+  for (const JunitCase& c : suite.cases)
+    bytes += 512 + text(c.classname) + text(c.name) + text(c.failure.value_or("")) + text(c.failure_text) +
+             text(c.skipped.value_or("")) + text(c.system_out);
+  return bytes;
 }
 
 JunitSuite junit_suite(std::string_view command, std::span<const CellSummary> cells,

@@ -5,6 +5,7 @@
 // <skipped>. Counts (tests, failures, errors, skipped) are on both suite elements.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -40,6 +41,8 @@ struct JunitSuite {
 std::string xml_escape(std::string_view text);
 
 std::string junit_xml(const JunitSuite& suite);
+// At least junit_xml(suite).size(), found without writing it: what a budget is charged first.
+std::uint64_t junit_xml_bound(const JunitSuite& suite);
 
 // One testcase per cell, named "<backend> K=<k>" in class "logprobs-check.<command>". A failing
 // cell's failure holds its first failing case, that case's violations and `replay(cell)` (a

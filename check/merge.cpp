@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 namespace logprobs {
 namespace {
@@ -41,9 +42,9 @@ std::string field_name(const char* pointer) {
   return name;
 }
 
-void check_same_run(std::span<const CampaignRun> runs) {
+void check_same_run(const std::vector<CampaignRun>& runs) {
   const CampaignRun& first = runs.front();
-  for (const CampaignRun& run : runs.subspan(1))
+  for (const CampaignRun& run : std::span(runs).subspan(1))
     for (const char* pointer : kSameRunFields) {
       const std::string want = value_at(first.json, pointer), got = value_at(run.json, pointer);
       if (got != want)
@@ -73,33 +74,57 @@ void check_same_run(std::span<const CampaignRun> runs) {
 }
 
 // Each shard index of 0..count-1 exactly once; returns the runs in shard order.
-std::vector<const CampaignRun*> in_shard_order(std::span<const CampaignRun> runs) {
+std::vector<CampaignRun*> in_shard_order(std::vector<CampaignRun>& runs) {
   const std::uint32_t count = runs.front().shard.count;
-  std::map<std::uint32_t, const CampaignRun*> by_index;
-  for (const CampaignRun& run : runs) {
+  std::map<std::uint32_t, CampaignRun*> by_index;
+  for (CampaignRun& run : runs) {
     const auto [at, inserted] = by_index.emplace(run.shard.index, &run);
     if (!inserted)
       throw MergeError(fmt::format("field 'shard' is {}/{} in both {} and {}: a shard given twice", run.shard.index,
                                    count, at->second->path, run.path));
   }
+  // Named up to ten: a count of 2^20 with two reports given would be a message of megabytes.
+  constexpr std::size_t kNamed = 10;
   std::vector<std::uint32_t> missing;
-  for (std::uint32_t i = 0; i < count; ++i)
+  for (std::uint32_t i = 0; i < count && missing.size() < kNamed; ++i)
     if (!by_index.contains(i)) missing.push_back(i);
-  if (!missing.empty())
-    throw MergeError(fmt::format("field 'shard': shard{} {} of {} missing (given: {})", missing.size() > 1 ? "s" : "",
-                                 fmt::join(missing, ", "), count, runs.size()));
-  std::vector<const CampaignRun*> ordered;
+  const std::uint64_t missing_count = count - by_index.size();
+  if (missing_count > 0)
+    throw MergeError(fmt::format("field 'shard': shard{} {}{} of {} missing (given: {})", missing_count > 1 ? "s" : "",
+                                 fmt::join(missing, ", "),
+                                 missing_count > kNamed ? fmt::format(", ... ({} in all)", missing_count) : "",
+                                 count, runs.size()));
+  std::vector<CampaignRun*> ordered;
   for (const auto& [index, run] : by_index) ordered.push_back(run);
   return ordered;
 }
 
-void add_cell(CellSummary& sum, const CellSummary& part) {
-  sum.cases += part.cases;
-  sum.skipped += part.skipped;
-  sum.skip_reasons.insert(part.skip_reasons.begin(), part.skip_reasons.end());
-  sum.failures += part.failures;
+// `sum` + `part`, refused beyond the largest count a report holds (2^53 - 1, the schema's bound:
+// past it a count is no longer exact in every JSON reader), which also keeps the sum within 64
+// bits: 2^64 - 1 and 1 wrapped to 0 failures, an "OK".
+void add_count(std::uint64_t& sum, std::uint64_t part, std::string_view field) {
+  if (part > kMaxReportCount - sum)
+    throw MergeError(fmt::format("field '{}': the shards' sum {} + {} exceeds {}, the largest count a report holds",
+                                 field, sum, part, kMaxReportCount));
+  sum += part;
+}
+
+void add_cell(CellSummary& sum, const CellSummary& part, std::size_t index) {
+  const auto field = [&](const char* name) { return fmt::format("results[{}].{}", index, name); };
+  add_count(sum.cases, part.cases, field("cases"));
+  add_count(sum.skipped, part.skipped, field("skipped"));
+  add_count(sum.failures, part.failures, field("failures"));
+  std::uint64_t rows = sum.stats.rows, values = sum.stats.values;
+  add_count(rows, part.stats.rows, field("rows"));
+  add_count(values, part.stats.values, field("values"));
   sum.stats.merge(part.stats);
+  sum.stats.rows = rows;
+  sum.stats.values = values;
+  sum.skip_reasons.insert(part.skip_reasons.begin(), part.skip_reasons.end());
   sum.seconds += part.seconds;
+  if (sum.seconds > kMaxReportSeconds)
+    throw MergeError(fmt::format("field '{}': the shards' sum exceeds {:g} s, the largest time a report holds",
+                                 field("seconds"), kMaxReportSeconds));
   if (sum.first_failure.empty() && !part.first_failure.empty()) {
     sum.first_failure = part.first_failure;
     sum.first_violations = part.first_violations;
@@ -108,37 +133,48 @@ void add_cell(CellSummary& sum, const CellSummary& part) {
 
 }  // namespace
 
-MergedCampaign merge_campaigns(std::span<const CampaignRun> runs) {
+MergedCampaign merge_campaigns(std::vector<CampaignRun> runs, MemoryBudget* budget) {
   if (runs.empty()) throw MergeError("nothing to merge");
   check_same_run(runs);
-  const std::vector<const CampaignRun*> ordered = in_shard_order(runs);
+  const std::vector<CampaignRun*> ordered = in_shard_order(runs);
 
   MergedCampaign merged;
   merged.shards = runs.front().shard.count;
   for (const CellSummary& cell : ordered.front()->cells) merged.cells.emplace_back(cell.backend, cell.k);
   double elapsed_s = 0;
   nlohmann::json sources = nlohmann::json::array();
-  for (const CampaignRun* run : ordered) {
-    for (std::size_t i = 0; i < run->cells.size(); ++i) add_cell(merged.cells[i], run->cells[i]);
-    merged.counterexamples.insert(merged.counterexamples.end(), run->counterexamples.begin(),
-                                  run->counterexamples.end());
-    merged.hand_cases += run->hand_cases;
-    merged.random_cases += run->random_cases;
+  for (CampaignRun* run : ordered) {
+    for (std::size_t i = 0; i < run->cells.size(); ++i) add_cell(merged.cells[i], run->cells[i], i);
+    for (CounterexampleFile& f : run->counterexamples) merged.counterexamples.push_back(std::move(f));  // not copied
+    add_count(merged.hand_cases, run->hand_cases, "hand_cases");
+    add_count(merged.random_cases, run->random_cases, "random_cases");
     elapsed_s = std::max(elapsed_s, run->elapsed_s);  // shards run side by side
     sources.push_back(run->path);
+    if (run != ordered.front()) run->json = nullptr;  // read: only the first's tree is kept (as the merged one)
+  }
+  // What the merge holds beside the reports: the summed cells, and the merged report's JSON of
+  // them and of every counterexample (moved out of the reports, not copied): its texts, and 80
+  // bytes a value.
+  if (budget) {
+    std::uint64_t bytes = 0;
+    for (const CellSummary& cell : merged.cells) bytes += 2 * held_bytes(cell) + 80 * 32;
+    for (const CounterexampleFile& f : merged.counterexamples) bytes += held_bytes(f) + 80 * 16;
+    budget->charge(bytes, fmt::format("the merge of {} reports: its {} results and {} counterexamples", runs.size(),
+                                      merged.cells.size(), merged.counterexamples.size()));
   }
 
-  // The whole run's report: the first shard's, with every per-shard field replaced.
-  nlohmann::json& json = merged.json = ordered.front()->json;
+  // The whole run's report: the first shard's (moved, not copied), with every per-shard field
+  // replaced.
+  nlohmann::json& json = merged.json = std::move(runs[std::size_t(ordered.front() - runs.data())].json);
   nlohmann::json results = nlohmann::json::array();
   for (const CellSummary& cell : merged.cells) results.push_back(to_json(cell));
-  json["results"] = results;
+  json["results"] = std::move(results);
   json["ok"] = total_failures(merged.cells) == 0;
   json["hand_cases"] = merged.hand_cases;
   json["random_cases"] = merged.random_cases;
   json["elapsed_s"] = elapsed_s;
   json["shard"] = {{"index", 0}, {"count", 1}, {"source", fmt::format("merge of {} shards", merged.shards)}};
-  json["merged_from"] = sources;
+  json["merged_from"] = std::move(sources);
   json["counterexamples"] = nlohmann::json::array();
   for (const CounterexampleFile& f : merged.counterexamples) json["counterexamples"].push_back(to_json(f));
   return merged;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,9 +27,16 @@ struct MergedCampaign {
   nlohmann::json json;  // a campaign report of the whole run (shard 0/1), as campaign --json writes one
 };
 
+// The largest count and time a report holds (docs/schemas/report-parts.schema.json): 2^53 - 1,
+// exact in every JSON reader, and 10^12 s.
+inline constexpr std::uint64_t kMaxReportCount = (std::uint64_t{1} << 53) - 1;
+inline constexpr double kMaxReportSeconds = 1e12;
+
 // Refuses (MergeError) runs whose tool version, contract version, build, seed, max_cases, K list,
 // tolerance or backends under test differ, a shard count that differs, a shard given twice or
-// missing, and a shard the time budget stopped before its last case (complete: false).
-MergedCampaign merge_campaigns(std::span<const CampaignRun> runs);
+// missing, a shard the time budget stopped before its last case (complete: false), and counts
+// whose sum exceeds kMaxReportCount. What it holds beside the runs is counted against `budget`
+// when given; the first shard's JSON becomes the merged report's (moved: `runs` are consumed).
+MergedCampaign merge_campaigns(std::vector<CampaignRun> runs, MemoryBudget* budget = nullptr);
 
 }  // namespace logprobs

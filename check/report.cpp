@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "build_info.hpp"  // generated at every build: LOGPROBS_GIT_COMMIT
@@ -54,6 +56,13 @@ RowLocation row_location_from_json(const nlohmann::json& json) {
   return at;
 }
 
+// A nonzero error against a tolerance of zero (--ulps 0 --norm-ulps 0 --sigma 0) used an infinite
+// share of it; JSON has no infinity (nlohmann writes null, which merge then could not read), so
+// it is the string "inf", as the schema says.
+nlohmann::json tolerance_used_json(double share) {
+  return std::isinf(share) ? nlohmann::json("inf") : nlohmann::json(share);
+}
+
 }  // namespace
 
 nlohmann::json tolerance_json(const Tolerance& tolerance) {
@@ -82,7 +91,7 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"values", cell.stats.values},
           {"max_abs_error", cell.stats.max_abs_error},
           {"max_ulp_error", cell.stats.max_ulp_error},
-          {"max_tolerance_used", cell.stats.max_tolerance_used},
+          {"max_tolerance_used", tolerance_used_json(cell.stats.max_tolerance_used)},
           {"max_tolerance_row",
            cell.stats.max_tolerance_row ? to_json(*cell.stats.max_tolerance_row) : nlohmann::json(nullptr)},
           {"failures", cell.failures},
@@ -100,7 +109,8 @@ CellSummary cell_from_json(const nlohmann::json& json) {
   cell.stats.values = json.at("values").get<std::uint64_t>();
   cell.stats.max_abs_error = json.at("max_abs_error").get<double>();
   cell.stats.max_ulp_error = json.at("max_ulp_error").get<double>();
-  cell.stats.max_tolerance_used = json.at("max_tolerance_used").get<double>();
+  const nlohmann::json& used = json.at("max_tolerance_used");
+  cell.stats.max_tolerance_used = used == "inf" ? std::numeric_limits<double>::infinity() : used.get<double>();
   if (const nlohmann::json& at = json.at("max_tolerance_row"); !at.is_null())
     cell.stats.max_tolerance_row = row_location_from_json(at);
   cell.failures = json.at("failures").get<std::uint64_t>();
@@ -202,6 +212,7 @@ CounterexampleFile counterexample_from_json(const nlohmann::json& json) {
   file.shrink_steps = json.at("shrink_steps").get<int>();
   file.first_violations = json.at("violations").get<std::vector<std::string>>();
   file.reproduces = json.at("reproduces").get<bool>();
+  file.write_error = json.value("write_error", std::string());
   return file;
 }
 

@@ -4,6 +4,7 @@
 #   $OUT/<target>                     the fuzz target, linked with $LIB_FUZZING_ENGINE
 #   $OUT/<target>_seed_corpus.zip     its committed corpus (fuzz/corpus/<target>/), flat
 #   $OUT/<target>.dict                its dictionary, where it has one (fuzz/libfuzzer/<target>.dict)
+#   $OUT/<target>.options             its libFuzzer options, where it has them (max_len)
 # The build takes its compilers and flags from the environment, as those services set it:
 #   CC, CXX               clang and clang++ (libFuzzer needs clang)
 #   CFLAGS, CXXFLAGS      sanitizer and coverage flags, e.g. -fsanitize=address,fuzzer-no-link
@@ -57,8 +58,10 @@ for target in "${targets[@]}"; do
   if [[ -d $root/fuzz/corpus/$target ]]; then
     (cd "$root/fuzz/corpus/$target" && zip -q -X "$OUT/${target}_seed_corpus.zip" ./*)
   fi
-  if [[ -f $root/fuzz/libfuzzer/$target.dict ]]; then
-    cp "$root/fuzz/libfuzzer/$target.dict" "$OUT/$target.dict"
-  fi
+  for extra in dict options; do
+    if [[ -f $root/fuzz/libfuzzer/$target.$extra ]]; then
+      cp "$root/fuzz/libfuzzer/$target.$extra" "$OUT/$target.$extra"
+    fi
+  done
 done
 echo "fuzz/build.sh: ${targets[*]} in $OUT"

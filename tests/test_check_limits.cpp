@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -174,6 +175,39 @@ TEST(CheckMemoryBudget, MergeCountsItsReports) {
   std::ofstream(report) << "[" << std::string(2'000'000, ' ') << "]";
   const MeasuredResult result = logprobs_check_measured("merge --memory-budget 1MB " + report);
   expect_refused_quickly(result, report + " needs 2000002 bytes", 2.0, 100);
+}
+
+// Two valid shard reports of 8 MiB each (a quick run's, padded with counterexamples of 64 KiB
+// origins, the longest text the schema allows), merged with --json and --junit: everything merge
+// holds (the texts, the tree, what is read out, the merged copy, the XML) is charged, so under a
+// budget below what they need it stops within the budget, before printing a verdict; with room,
+// it merges within that room. They peaked at 1.1 GB under --memory-budget 100M at 40 MiB each.
+TEST(CheckMemoryBudget, MergeStaysWithinItsBudget) {
+  std::string shards;
+  for (int i = 0; i < 2; ++i) {
+    const std::string shard = path_of("padded_shard" + std::to_string(i) + ".json");
+    const CommandResult run = logprobs_check("campaign --seed 5 --cases 2 --k 0 --backends max --shard " +
+                                             std::to_string(i) + "/2 --json " + shard + " --out-dir " + path_of("pad"));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    std::ifstream in(shard);
+    nlohmann::json report = nlohmann::json::parse(in);
+    const nlohmann::json padding = {{"backend", "max"}, {"k", 0},         {"ranks", false},
+                                    {"origin", std::string(65536, 'x')}, {"file", "f"}, {"replay", "r"},
+                                    {"shrink_steps", 0},                 {"violations", nlohmann::json::array()},
+                                    {"reproduces", true}};
+    for (int c = 0; c < 128; ++c) report["counterexamples"].push_back(padding);
+    std::ofstream(shard, std::ios::trunc) << report.dump();
+    shards += shard + " ";
+  }
+  const std::string outputs = " --json " + path_of("padded.json") + " --junit " + path_of("padded.xml");
+  const MeasuredResult tight = logprobs_check_measured("merge " + shards + "--memory-budget 40M" + outputs);
+  // The parse of 16 MiB takes under a second alone; the bound is for a loaded machine.
+  expect_refused_quickly(tight, "", 30.0, 40 + 30);
+  EXPECT_FALSE(contains(tight.output, "OK")) << "refused before its verdict";
+  const MeasuredResult roomy = logprobs_check_measured("merge " + shards + "--memory-budget 200M" + outputs);
+  EXPECT_EQ(roomy.exit_code, 0) << roomy.output;
+  EXPECT_LT(roomy.max_rss_kb, (200 + 30) * 1024 + kSanitizerRssKb) << roomy.output;
+  EXPECT_GT(fs::file_size(path_of("padded.xml")), 0u);
 }
 
 // Flat, the same bytes build a smaller tree but still many times the header: counted too.
