@@ -14,6 +14,7 @@
 #include <random>
 
 #include "harness/half_precision.hpp"
+#include "logprobs/canonical_arithmetic.hpp"
 
 namespace logprobs::gen {
 namespace {
@@ -117,8 +118,22 @@ std::uint64_t draw_real_vocab() {
   return pick_of(kRealVocabs);
 }
 
+// 1 to `most` times `unit`, or one entry less or more: where a kernel's loops change bounds.
+std::uint64_t near_multiple(std::uint64_t unit, std::uint64_t most) {
+  static constexpr std::int64_t kOffsets[] = {0, -1, 1};
+  const std::uint64_t multiple = pick<std::uint64_t>(1, most + 1) * unit;
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(multiple) + pick_of(kOffsets));
+}
+
+// SPEC §8's group of 16 segments of 1024 entries: the CPU backend's chunk.
+constexpr std::uint64_t kGroup = canonical::kGroupSegments * canonical::kSegment;
+
+// V: a few entries (K >= V, heavy ties at high levels); near a multiple of SPEC §8's tile or
+// segment; or any up to 4096, as the size allows (one pick chooses: the last draws as before).
 std::uint64_t draw_vocab(int size) {
-  if (chance(30)) return pick<std::uint64_t>(1, 17);  // K >= V and heavy ties at high levels
+  const int kind = pick(0, 100);
+  if (kind >= 70) return pick<std::uint64_t>(1, 17);
+  if (kind >= 55) return chance(50) ? near_multiple(canonical::kTile, 16) : near_multiple(canonical::kSegment, 4);
   return pick<std::uint64_t>(1, 1 + std::max(16, scaled(size, 4096)));
 }
 
@@ -221,25 +236,28 @@ std::optional<std::vector<float>> draw_temperatures(int items, std::optional<boo
 BatchData draw_batch(const Fixed& fixed, int size) {
   static constexpr OffsetShape kOffsetShapes[] = {OffsetShape::no_echo, OffsetShape::echo, OffsetShape::arbitrary};
   const OffsetShape offsets = fixed.offsets ? *fixed.offsets : pick_of(kOffsetShapes);
-  // Real vocab sizes only with B <= 2 (and at most 2 rows per item, below), to keep memory small.
-  const bool real_vocab = chance(3);
-  int max_items = real_vocab ? 2 : scaled(size, 64);
+  // Long rows (real vocab sizes, or 1 to 3 groups and an entry off) only with B <= 2 and at most
+  // 2 rows per item (below), to keep memory small; a lone row is then split across threads. One
+  // pick chooses, so that the other batches are drawn as they were before groups were added.
+  const int vocab_kind = pick(0, 100);
+  const bool long_rows = vocab_kind >= 91, real_vocab = vocab_kind >= 97;
+  int max_items = long_rows ? 2 : scaled(size, 64);
   // A fixed V keeps every item's row within the logit budget, as real vocab sizes do.
   if (fixed.vocab)
     max_items =
         static_cast<int>(std::min<std::uint64_t>(max_items, std::max<std::uint64_t>(1, kLogitBudget / *fixed.vocab)));
   const int items = pick(0, 1 + max_items);
   BatchData batch;
-  batch.vocab = real_vocab ? draw_real_vocab() : draw_vocab(size);
+  batch.vocab = real_vocab ? draw_real_vocab() : long_rows ? near_multiple(kGroup, 3) : draw_vocab(size);
   if (fixed.vocab) batch.vocab = *fixed.vocab;
   const DtypeRecipe dtype = draw_dtype_recipe(fixed);
   batch.temperatures = draw_temperatures(items, fixed.temperatures);
   const bool arbitrary = offsets == OffsetShape::arbitrary;
   batch.row_stride = batch.vocab + (arbitrary ? pick<std::uint64_t>(0, 5) : 0);
 
-  // Rows per batch item: at most 2 at real vocab sizes, else as the logit budget allows.
+  // Rows per batch item: at most 2 in long rows, else as the logit budget allows.
   const std::uint64_t budget_rows = kLogitBudget / (std::max(1, items) * batch.row_stride);
-  const int max_rows = real_vocab ? 2 : static_cast<int>(std::clamp<std::uint64_t>(budget_rows, 1, 1 + scaled(size, 8)));
+  const int max_rows = long_rows ? 2 : static_cast<int>(std::clamp<std::uint64_t>(budget_rows, 1, 1 + scaled(size, 8)));
 
   const std::uint32_t lead_rows = arbitrary ? pick<std::uint32_t>(0, 3) : 0;
   const std::uint32_t lead_tokens = arbitrary ? pick<std::uint32_t>(0, 3) : 0;

@@ -32,13 +32,16 @@ enum class ValueShape {
                 // the worst case of an f32 running sum (see Tolerance in comparator.hpp)
 };
 
-// Any valid batch: B 0..64, V 1..4096 with occasional real vocab sizes (32000, 128256, 152064)
-// on at most 2 batch items of at most 2 rows, offsets of every shape, values of every shape,
-// with -inf masks, NaN and +inf injected into some rows; logits f32, bf16 or f16 (with NaN
-// payloads and infinities of that dtype), and temperatures for some batches. The RapidCheck size (0..100) scales B,
-// V and rows per batch item. Logits no batch item reads (stride gaps, rows outside
-// [lro[0], lro[B])) are NaN, and tokens no output row reads (spare tokens, the sampled token of
-// an item without output rows) are sometimes >= V, so a backend that reads them shows it.
+// Any valid batch: B 0..64, V 1..4096 (often a multiple of SPEC §8's tile or segment, or one
+// entry off it), with occasional real vocab sizes (32000, 128256, 152064) and rows of one to
+// three groups of 16 segments (or one entry off) on at most 2 batch items of at most 2 rows
+// (so sometimes a single row, long enough to be split across threads); offsets of every shape,
+// values of every shape, with -inf masks, NaN and +inf injected into some rows; logits f32, bf16
+// or f16 (with NaN payloads and infinities of that dtype), and temperatures for some batches.
+// The RapidCheck size (0..100) scales B, V and rows per batch item. Logits no batch item reads
+// (stride gaps, rows outside [lro[0], lro[B])) are NaN, and tokens no output row reads (spare
+// tokens, the sampled token of an item without output rows) are sometimes >= V, so a backend
+// that reads them shows it.
 rc::Gen<BatchData> batch();
 
 // A valid batch with offsets and values of the given shapes (other choices still random).

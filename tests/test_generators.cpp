@@ -13,6 +13,7 @@
 
 #include "fuzz/generators.hpp"
 #include "harness/comparator.hpp"
+#include "logprobs/canonical_arithmetic.hpp"
 
 namespace logprobs {
 namespace {
@@ -48,12 +49,14 @@ RC_GTEST_PROP(Generators, EveryShapeCombinationIsValid, ()) {
 
 // What a deterministic sample of draws covers (seeded, so this test cannot flake).
 struct Coverage {
-  std::set<std::uint64_t> real_vocabs;
+  std::set<std::uint64_t> real_vocabs, group_vocabs;
   std::uint64_t max_items = 0, min_items = 64, max_vocab = 0;
   bool zero_items = false, nan = false, pos_inf = false, neg_inf = false, all_masked = false, stride_gap = false;
   bool ties = false, fewer_outputs_than_rows = false, few_rows_at_real_vocab = true, unread_token_out_of_range = false;
   std::set<LogitsDtype> dtypes;
   bool temperature_one = false, temperature_sharp = false, temperature_flat = false, nan_payloads = false;
+  // V one entry off a multiple of SPEC §8's tile and segment, and a lone row of several groups.
+  bool next_to_tile = false, next_to_segment = false, one_long_row = false;
 };
 
 Coverage sample(int draws) {
@@ -64,12 +67,19 @@ Coverage sample(int draws) {
     const std::uint64_t items = b.sampled_tokens.size();
     c.zero_items |= items == 0;
     c.max_items = std::max(c.max_items, items);
-    if (b.vocab > 4096) {
-      c.real_vocabs.insert(b.vocab);
+    const std::uint64_t group = canonical::kGroupSegments * canonical::kSegment;
+    if (b.vocab > 4097) {
+      const std::uint64_t off = b.vocab % group;
+      (off <= 1 || off == group - 1 ? c.group_vocabs : c.real_vocabs).insert(b.vocab);
+      c.one_long_row |= b.vocab > group && b.lp_output_offsets.back() == 1;
       // At most two items of two rows, plus unread rows of the arbitrary shape.
       c.few_rows_at_real_vocab &= items <= 2 && b.rows <= 2 * 2 + 4;
     } else {
       c.max_vocab = std::max(c.max_vocab, b.vocab);
+      for (const std::uint64_t unit : {canonical::kTile, canonical::kSegment}) {
+        const bool next_to = b.vocab > unit && (b.vocab % unit == 1 || b.vocab % unit == unit - 1);
+        (unit == canonical::kTile ? c.next_to_tile : c.next_to_segment) |= next_to;
+      }
     }
     c.stride_gap |= b.row_stride > b.vocab;
     c.dtypes.insert(b.dtype);
@@ -112,6 +122,10 @@ TEST(Generators, ReachTheShapesAndSpecialsTheyPromise) {
   EXPECT_GE(c.max_items, 56u);
   EXPECT_GE(c.max_vocab, 3500u);
   EXPECT_FALSE(c.real_vocabs.empty());
+  EXPECT_GE(c.group_vocabs.size(), 3u);
+  EXPECT_TRUE(c.one_long_row);
+  EXPECT_TRUE(c.next_to_tile);
+  EXPECT_TRUE(c.next_to_segment);
   EXPECT_TRUE(c.few_rows_at_real_vocab);
   EXPECT_TRUE(c.nan);
   EXPECT_TRUE(c.pos_inf);
