@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -362,8 +363,34 @@ def test_signals(toy, work):
     check(snapshot(toy) == before, "the checkout is unchanged at the end")
 
 
+def mutants_commands(text):
+    """Each `ci/mutants ...` command of a text, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [m.group(0) for m in re.finditer(r"ci/mutants [^\n`]*", joined)]
+
+
+def test_docs():
+    """The commands docs/ci.md, docs/mutants.md and ci/test give ci/mutants use options it has, and
+    ci/test's fixed sample still names mutants of today's code (else CI's asan stage fails late)."""
+    options = set(re.findall(r"--[a-z][a-z-]*", subprocess.run([sys.executable, str(SCRIPT), "--help"],
+                                                                capture_output=True, text=True).stdout))
+    for name in ("docs/ci.md", "docs/mutants.md", "ci/test"):
+        commands = mutants_commands((ROOT / name).read_text())
+        check(commands, f"{name} runs ci/mutants")
+        for command in commands:
+            unknown = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", command)) - options
+            check(not unknown, f"{name}: ci/mutants has no {sorted(unknown)}: {command}")
+    fixed = [c for c in mutants_commands((ROOT / "ci" / "test").read_text()) if "--select" in c]
+    selects = [a for c in fixed for a in re.findall(r"--select '([^']+)'", c)]
+    listed = subprocess.run([sys.executable, str(SCRIPT), str(ROOT / "optimized" / "cpu"), "--list",
+                             *[a for p in selects for a in ("--select", p)]], capture_output=True, text=True)
+    check(len(selects) == 3 and listed.returncode == 0 and len(listed.stdout.splitlines()) == 1 + len(selects),
+          f"ci/test's fixed sample is three mutants of today's optimized/cpu: {listed.stdout} {listed.stderr}")
+
+
 def main():
     test_sites()
+    test_docs()
     with tempfile.TemporaryDirectory(prefix="test-mutants-") as tmp:
         toy = make_toy(pathlib.Path(tmp) / "toy")
         work = pathlib.Path(tmp) / "out"
