@@ -120,11 +120,12 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> counts_within(const std::
   return std::pair<std::uint64_t, std::uint64_t>(first - sums.begin() + 1, last - sums.begin());
 }
 
-// The spacing of a 16-bit format's values at |v| (bf16: 8 significant bits; f16: 11, subnormal
-// below 2^-14).
+// The spacing of a 16-bit format's values at |v| (bf16: 8 significant bits, subnormal below
+// 2^-126; f16: 11, subnormal below 2^-14). ilogb(0) is INT_MIN: the floors keep it from overflowing.
 double ulp_16(LogitsDtype format, double v) {
   const int exponent = std::ilogb(std::fabs(v));
-  return format == LogitsDtype::bf16 ? std::ldexp(1.0, exponent - 7) : std::ldexp(1.0, std::max(exponent, -14) - 10);
+  return format == LogitsDtype::bf16 ? std::ldexp(1.0, std::max(exponent, -126) - 7)
+                                     : std::ldexp(1.0, std::max(exponent, -14) - 10);
 }
 
 class RowReader {
