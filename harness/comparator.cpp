@@ -6,7 +6,12 @@
 #include "comparator.hpp"
 
 #include <fmt/format.h>
+#ifdef _OPENMP
 #include <omp.h>
+#else
+// Built without OpenMP (LOGPROBS_OPENMP=OFF, the fuzz build): the pragmas drop out, one thread.
+static int omp_get_max_threads() { return 1; }
+#endif
 
 #include <algorithm>
 #include <bit>
