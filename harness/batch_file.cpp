@@ -1,7 +1,9 @@
 #include "batch_file.hpp"
 
+
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <string_view>
 
 namespace logprobs {
@@ -156,6 +158,10 @@ BatchFile read_batch_file(const std::filesystem::path& path, MemoryBudget* budge
   batch.token_row_offsets = read_u32(reader, "token_row_offsets", 1, "U32 [B+1]");
   batch.lp_output_offsets = read_u32(reader, "lp_output_offsets", 1, "U32 [B+1]");
   if (const TensorEntry* t = reader.find("temperatures")) batch.temperatures = read_f32(reader, *t, 1, "F32 [B]");
+  // A file may place its logits at any offset (SPEC §7), but the backends read them as float or
+  // 16-bit arrays: misaligned ones are copied (rare, and a load through them is undefined).
+  const std::size_t element = batch.dtype == LogitsDtype::f32 ? alignof(float) : alignof(std::uint16_t);
+  if (reinterpret_cast<std::uintptr_t>(batch.mapped_logits.data()) % element != 0) batch.own_logits();
   return file;
 }
 
