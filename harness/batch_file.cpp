@@ -1,6 +1,5 @@
 #include "batch_file.hpp"
 
-
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
