@@ -183,11 +183,13 @@ class Campaign {
     if (!outcome.canonical_difference.empty()) file.first_violations.push_back(outcome.canonical_difference);
     for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < 5; ++i)
       file.first_violations.push_back(outcome.verdict.violations[i].message());
+    file.diagnoses = outcome.diagnoses;
 
     fmt::print(log_, "FAIL {} at K = {} on {}\n", file.backend, k, origin.text);
     fmt::print(log_, "  shrunk in {} steps to B = {}, V = {}, {} output rows; {}\n", file.shrink_steps,
                smallest.sampled_tokens.size(), smallest.vocab, smallest.view().output_rows(),
                file.write_error.empty() ? "written to " + file.path.string() : "not written: " + file.write_error);
+    for (const std::string& line : diagnosis_lines(file.diagnoses)) fmt::print(log_, "  {}\n", line);
     for (const std::string& v : file.first_violations) fmt::print(log_, "  {}\n", v);
     if (!file.reproduces) fmt::print(log_, "  (the written file does not reproduce the failure)\n");
     if (!file.replay_command.empty()) fmt::print(log_, "  replay: {}\n", file.replay_command);

@@ -17,18 +17,25 @@ std::uint64_t text_bytes(const std::vector<std::string>& texts) {
   return bytes;
 }
 
+std::uint64_t diagnosis_bytes(const std::vector<Diagnosis>& diagnoses) {
+  std::uint64_t bytes = 0;
+  for (const Diagnosis& d : diagnoses) bytes += sizeof(Diagnosis) + d.rows.size() * 8 + d.evidence.size();
+  return bytes;
+}
+
 }  // namespace
 
 std::uint64_t held_bytes(const CellSummary& cell) {
   std::uint64_t bytes = sizeof(CellSummary) + cell.backend.size() + cell.first_failure.size() +
-                        text_bytes(cell.first_violations);
+                        text_bytes(cell.first_violations) + diagnosis_bytes(cell.first_diagnoses);
   for (const std::string& reason : cell.skip_reasons) bytes += 64 + reason.size();  // a set's node
   return bytes;
 }
 
 std::uint64_t held_bytes(const CounterexampleFile& file) {
   return sizeof(CounterexampleFile) + file.backend.size() + file.origin.size() + file.path.native().size() +
-         file.replay_command.size() + file.write_error.size() + text_bytes(file.first_violations);
+         file.replay_command.size() + file.write_error.size() + text_bytes(file.first_violations) +
+         diagnosis_bytes(file.diagnoses);
 }
 
 nlohmann::json campaign_json(const CampaignOptions& options, const CampaignReport& report) {

@@ -107,6 +107,15 @@ Replay counterexample_replay(const std::vector<CounterexampleFile>& files) {
   };
 }
 
+// The diagnosis of each failing cell's first failure, the first lines after the verdict line:
+// "diagnosis: <name>: <evidence>", after "<backend> K=<k>: " when `labelled` (or several cells).
+void print_diagnoses(std::span<const CellSummary> cells, bool labelled) {
+  for (const CellSummary& c : cells)
+    for (const std::string& line : diagnosis_lines(c.first_diagnoses))
+      fmt::print("{}{}\n", labelled ? fmt::format("{} K={}: ", c.backend, c.k) : cells.size() > 1 ? c.backend + ": " : "",
+                 line);
+}
+
 // The table, the verdict line, the counterexamples and the JSON and JUnit files of a campaign or
 // a merge of one. With a budget (merge's), the JSON text and the JUnit XML are counted against
 // it before anything is printed or written, each at twice its bound (a string grows by doubling).
@@ -124,6 +133,7 @@ int report_campaign(const std::vector<CellSummary>& cells, const std::vector<Cou
   const std::uint64_t failures = total_failures(cells);
   fmt::print("{}\n", failures == 0 ? "OK: every backend agrees with the reference"
                                    : fmt::format("FAIL: {} failing (backend, K, case) triples", failures));
+  print_diagnoses(cells, true);
   if (!json_path.empty()) write_json(json_path, json, inputs);
   if (suite) {
     auto properties = tolerance_properties(tolerance_from_json(json.at("tolerance")));
@@ -174,6 +184,7 @@ int report_cells(const std::vector<CellSummary>& cells, const char* command, con
   else
     fmt::print("{}\n", failures == 0 ? "OK: every result agrees with the reference"
                                      : fmt::format("FAIL: {} of {} results disagree", failures, cells.size()));
+  print_diagnoses(cells, false);
   const std::vector<std::string> inputs = {args.input, args.result};
   if (!args.json.empty()) {
     nlohmann::json json = report_json(command, args.tolerance, cells);
@@ -263,8 +274,11 @@ int merge_command(const MergeArgs& args) {
   const MergedCampaign merged = merge_campaigns(std::move(runs), &budget);
   fmt::print("logprobs-check merge: {} shards of seed {}, K {}: {} hand cases and {} random cases\n", merged.shards,
              merged.json.at("seed").dump(), merged.json.at("k").dump(), merged.hand_cases, merged.random_cases);
-  for (const CounterexampleFile& f : merged.counterexamples)
-    fmt::print("FAIL {} at K = {} on {}\n  replay: {}\n", f.backend, f.k, f.origin, f.replay_command);
+  for (const CounterexampleFile& f : merged.counterexamples) {
+    fmt::print("FAIL {} at K = {} on {}\n", f.backend, f.k, f.origin);
+    for (const std::string& line : diagnosis_lines(f.diagnoses)) fmt::print("  {}\n", line);
+    fmt::print("  replay: {}\n", f.replay_command);
+  }
   return report_campaign(merged.cells, merged.counterexamples, merged.json, args.json, args.junit, args.files,
                          &budget);
 }
@@ -291,11 +305,16 @@ int verify_command(const FileArgs& args) {
   const std::uint32_t k = k_for(args, file, &got);
   charge_results(budget, args, file, k, 1, false);  // the reference's
   BackendOutcome outcome;
+  // The diagnosis reads the failing rows again; a passing verdict costs nothing more.
+  const auto judge = [&](const ResultData& result) {
+    outcome.verdict = judge_against_reference(file.batch, k, result, args.tolerance);
+    if (!outcome.verdict.ok()) outcome.diagnoses = diagnose(file.batch.view(), k, result, outcome.verdict, args.tolerance);
+  };
   if (got.layout == ResultLayout::packed) {
-    outcome.verdict = judge_against_reference(file.batch, k, got.packed, args.tolerance);
+    judge(got.packed);
   } else {  // packed in a copy, as large as the file's tensors
     budget.charge((got.split.rows * (got.split.k + 1)) * 8, fmt::format("{}: its packed copy", args.result));
-    outcome.verdict = judge_against_reference(file.batch, k, got.as_packed(file.batch.view()), args.tolerance);
+    judge(got.as_packed(file.batch.view()));
   }
   print_violations("", outcome, args.max_violations);
   // The row names what produced the result: `run` records its backend in the metadata.

@@ -70,10 +70,15 @@ JunitCase cell_case(std::string_view command, const CellSummary& cell,
   c.seconds = cell.seconds;
   const std::string parts = fmt::format("{}", fmt::join(cell.skip_reasons, ", "));
   if (cell.failures > 0) {
+    // The diagnosis first after the headline, in the message (the classes' names) and the body.
+    std::vector<std::string> names;
+    for (const Diagnosis& d : cell.first_diagnoses) names.push_back(d.name());
     c.failure = fmt::format("{} of {} cases failed", cell.failures, cell.cases);
+    if (!names.empty()) *c.failure += fmt::format(" (diagnosis: {})", fmt::join(names, ", "));
     if (!cell.first_violations.empty()) *c.failure += ": " + cell.first_violations.front();
     std::string text =
         fmt::format("{} at K = {}: {} of {} cases failed\n", cell.backend, cell.k, cell.failures, cell.cases);
+    for (const std::string& line : diagnosis_lines(cell.first_diagnoses)) text += line + "\n";
     if (!cell.first_failure.empty()) text += fmt::format("first failing case: {}\n", cell.first_failure);
     for (const std::string& v : cell.first_violations) text += "  " + v + "\n";
     const std::string line = replay(cell);

@@ -128,6 +128,7 @@ void add_cell(CellSummary& sum, const CellSummary& part, std::size_t index) {
   if (sum.first_failure.empty() && !part.first_failure.empty()) {
     sum.first_failure = part.first_failure;
     sum.first_violations = part.first_violations;
+    sum.first_diagnoses = part.first_diagnoses;
   }
 }
 

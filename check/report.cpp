@@ -97,7 +97,8 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"failures", cell.failures},
           {"seconds", cell.seconds},
           {"first_failure", cell.first_failure},
-          {"first_violations", cell.first_violations}};
+          {"first_violations", cell.first_violations},
+          {"diagnoses", diagnoses_json(cell.first_diagnoses)}};
 }
 
 CellSummary cell_from_json(const nlohmann::json& json) {
@@ -117,6 +118,8 @@ CellSummary cell_from_json(const nlohmann::json& json) {
   cell.seconds = json.at("seconds").get<double>();
   cell.first_failure = json.value("first_failure", std::string());
   cell.first_violations = json.value("first_violations", std::vector<std::string>());
+  // Reports written before the diagnosis have none.
+  if (const auto found = json.find("diagnoses"); found != json.end()) cell.first_diagnoses = diagnoses_from_json(*found);
   return cell;
 }
 
@@ -139,6 +142,30 @@ void CellSummary::note_failure(const std::string& origin, const BackendOutcome& 
   if (!outcome.canonical_difference.empty()) first_violations.push_back(outcome.canonical_difference);
   for (std::size_t i = 0; i < outcome.verdict.violations.size() && first_violations.size() < 5; ++i)
     first_violations.push_back(outcome.verdict.violations[i].message());
+  first_diagnoses = outcome.diagnoses;
+}
+
+nlohmann::json diagnoses_json(std::span<const Diagnosis> diagnoses) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Diagnosis& d : diagnoses) list.push_back({{"name", d.name()}, {"rows", d.rows}, {"evidence", d.evidence}});
+  return list;
+}
+
+std::vector<Diagnosis> diagnoses_from_json(const nlohmann::json& json) {
+  std::vector<Diagnosis> diagnoses;
+  for (const nlohmann::json& d : json) {
+    const nlohmann::json& name = d.at("name");
+    const std::optional<BugClass> bug = bug_class_from_name(name.get<std::string>());
+    if (!bug) throw nlohmann::json::other_error::create(501, "unknown diagnosis " + name.dump(), &name);
+    diagnoses.push_back({*bug, d.at("rows").get<std::vector<std::uint64_t>>(), d.at("evidence").get<std::string>()});
+  }
+  return diagnoses;
+}
+
+std::vector<std::string> diagnosis_lines(std::span<const Diagnosis> diagnoses) {
+  std::vector<std::string> lines;
+  for (const Diagnosis& d : diagnoses) lines.push_back("diagnosis: " + d.message());
+  return lines;
 }
 
 std::uint64_t total_failures(std::span<const CellSummary> cells) {
@@ -213,6 +240,7 @@ CounterexampleFile counterexample_from_json(const nlohmann::json& json) {
   file.first_violations = json.at("violations").get<std::vector<std::string>>();
   file.reproduces = json.at("reproduces").get<bool>();
   file.write_error = json.value("write_error", std::string());
+  if (const auto found = json.find("diagnoses"); found != json.end()) file.diagnoses = diagnoses_from_json(*found);
   return file;
 }
 
@@ -225,7 +253,8 @@ nlohmann::json to_json(const CounterexampleFile& file) {
                          {"replay", file.replay_command},
                          {"shrink_steps", file.shrink_steps},
                          {"violations", file.first_violations},
-                         {"reproduces", file.reproduces}};
+                         {"reproduces", file.reproduces},
+                         {"diagnoses", diagnoses_json(file.diagnoses)}};
   if (!file.write_error.empty()) json["write_error"] = file.write_error;
   return json;
 }

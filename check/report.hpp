@@ -31,6 +31,7 @@ struct CellSummary {
   double seconds = 0;
   std::string first_failure;                  // where the first failing case came from
   std::vector<std::string> first_violations;  // its first violations (or what it threw)
+  std::vector<Diagnosis> first_diagnoses;     // what the diagnosis names on it (diagnosis.hpp)
   void add(const BackendOutcome& outcome);
   // Records `outcome`, a failure, as the first one unless one is recorded already.
   void note_failure(const std::string& origin, const BackendOutcome& outcome);
@@ -48,6 +49,7 @@ struct CounterexampleFile {
   std::string replay_command;
   int shrink_steps = 0;
   std::vector<std::string> first_violations;  // of the written case
+  std::vector<Diagnosis> diagnoses;           // what the diagnosis names on the written case
   bool reproduces = false;                    // the file, read back, still fails
   std::string write_error;                    // why the file could not be written (then no replay)
 };
@@ -69,6 +71,13 @@ nlohmann::json to_json(const CounterexampleFile& file);
 // The inverses, for `merge`; nlohmann::json::exception when a field is missing or mistyped.
 CellSummary cell_from_json(const nlohmann::json& json);
 CounterexampleFile counterexample_from_json(const nlohmann::json& json);
+
+// The diagnoses as reports write them, [{name, rows, evidence}], and back (nlohmann::json::exception
+// when a field is missing, mistyped or not a class's name).
+nlohmann::json diagnoses_json(std::span<const Diagnosis> diagnoses);
+std::vector<Diagnosis> diagnoses_from_json(const nlohmann::json& json);
+// "diagnosis: <name>: <evidence>", one line each: what a report prints first after its headline.
+std::vector<std::string> diagnosis_lines(std::span<const Diagnosis> diagnoses);
 
 // The tolerance as reports write it, and back (nlohmann::json::exception when a field is
 // missing, mistyped or an unknown sum rule).

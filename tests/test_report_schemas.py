@@ -9,6 +9,7 @@ is judged by both: jsonschema's verdict, and merge's exit code and message.
 
     test_report_schemas.py LOGPROBS_CHECK SOURCE_DIR WORK_DIR     (exit 77 without jsonschema)
 """
+import array
 import json
 import pathlib
 import subprocess
@@ -43,6 +44,8 @@ CORPUS_CASES = [
     (["shard-count-2pow20"], None, 2, "shards 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ... (1048575 in all) of 1048576 missing"),
     (["tolerance-negative"], "tolerance-negative", 2, "field 'tolerance.ulps'"),
     (["six-violations"], "six-violations", 2, "field 'results[0].first_violations'"),
+    (["zero-tolerance-diagnosed"], None, 1, "cpu K=5: diagnosis: normalizer_shift: rows 2-4: "),
+    (["diagnosis-unknown-name"], "diagnosis-unknown-name", 2, "field 'results[0].diagnoses[0].name'"),
 ]
 
 
@@ -93,7 +96,9 @@ def writes_what_its_schema_says():
     for source, target in [("zero.json", "merged-zero.json"), ("merged-zero.json", "remerged-zero.json")]:
         code, output = tool("merge", WORK / source, "--json", WORK / target, "--junit", WORK / (target + ".xml"))
         check(code == 1, f"merge {source} (zero tolerance) exits 1 as the run did, not {code}: {output[-400:]}")
-        written(WORK / target, CAMPAIGN, "merge")
+        merged = written(WORK / target, CAMPAIGN, "merge")
+        check([r["diagnoses"] for r in merged["results"]] == [r["diagnoses"] for r in report["results"]],
+              f"merge {source} keeps each cell's diagnoses")
 
     quick = ["campaign", "--seed", 3, "--cases", 4, "--k", 0, "--backends", "max"]
     for i in range(2):
@@ -114,6 +119,25 @@ def writes_what_its_schema_says():
                         "--norm-ulps", 0, "--sigma", 0, "--floor", 0, "--json", WORK / "verify.json")
     check(code in (0, 1), f"verify exits 0 or 1, not {code}: {output[-400:]}")
     written(WORK / "verify.json", VERIFY, "verify")
+    # A planted bug (every value 0.01 high) is diagnosed: the report's diagnoses keep the schema.
+    shift_values(WORK / "result.safetensors", WORK / "shifted.safetensors", 0.01)
+    code, output = tool("verify", "--input", batch, "--result", WORK / "shifted.safetensors", "--k", 0,
+                        "--json", WORK / "diagnosed.json")
+    check(code == 1, f"verify of shifted values exits 1, not {code}: {output[-400:]}")
+    diagnosed = written(WORK / "diagnosed.json", VERIFY, "verify")["results"][0]["diagnoses"]
+    check(diagnosed and diagnosed[0]["name"].startswith("normalizer_"), f"a normalizer class named: {diagnosed}")
+
+
+def shift_values(source, target, d):
+    """The result file at `source` with d added to every f32 value of lp_logits, written to `target`."""
+    data = pathlib.Path(source).read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    body = bytearray(data[8 + size:])
+    begin, end = header["lp_logits"]["data_offsets"]
+    values = array.array("f", bytes(body[begin:end]))
+    body[begin:end] = array.array("f", [v + d for v in values]).tobytes()
+    pathlib.Path(target).write_bytes(data[:8 + size] + bytes(body))
 
 
 def corpus_is_judged_alike():

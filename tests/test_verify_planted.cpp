@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <cmath>
 #include <random>
@@ -150,6 +151,39 @@ TEST_F(VerifyPlanted, AWrongRankFails) {
   const CommandResult result = verify(planted, "rank");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_TRUE(contains(result.output, "rank of token 7 got 1 want 2")) << result.output;
+}
+
+// Issue 22: the diagnosis is the first line after the verdict's headline in the text, a
+// `diagnoses` list in the JSON report and the first line after the headline of the JUnit
+// failure; a passing verify has none.
+TEST_F(VerifyPlanted, AFailureIsDiagnosedFirstAfterTheHeadlineInTextJsonAndJunit) {
+  ResultData planted = reference();
+  planted.lp_ranks[1] = 1;  // token 7 is second: 1 is the count of x_j > x_s, a strict rank
+  const std::string json = path_of("verify_planted_diagnosed.json");
+  const std::string junit = path_of("verify_planted_diagnosed.xml");
+  const CommandResult result = verify(planted, "diagnosed", " --json " + json + " --junit " + junit);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  const std::string headline = "FAIL: 1 of 1 results disagree\n";
+  const std::size_t at = result.output.find(headline);
+  ASSERT_NE(at, std::string::npos) << result.output;
+  EXPECT_EQ(result.output.substr(at + headline.size(), 32), "diagnosis: rank_strict: row 1: e") << result.output;
+  const nlohmann::json report = nlohmann::json::parse(std::ifstream(json));
+  const nlohmann::json& diagnoses = report.at("results").at(0).at("diagnoses");
+  ASSERT_EQ(diagnoses.size(), 1u) << diagnoses;
+  EXPECT_EQ(diagnoses[0].at("name"), "rank_strict");
+  EXPECT_EQ(diagnoses[0].at("rows"), nlohmann::json::array({1}));
+  EXPECT_TRUE(contains(diagnoses[0].at("evidence").get<std::string>(), "ranks counted with > instead of >="));
+  std::ifstream xml_file(junit);
+  const std::string xml((std::istreambuf_iterator<char>(xml_file)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(xml, "1 of 1 cases failed (diagnosis: rank_strict): ")) << xml;
+  EXPECT_TRUE(contains(xml, "1 of 1 cases failed\ndiagnosis: rank_strict: row 1: ")) << xml;
+
+  const std::string passing_json = path_of("verify_planted_passing.json");
+  const CommandResult passing = verify(reference(), "passing", " --json " + passing_json);
+  EXPECT_EQ(passing.exit_code, 0) << passing.output;
+  EXPECT_FALSE(contains(passing.output, "diagnosis")) << passing.output;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(passing_json)).at("results").at(0).at("diagnoses"),
+            nlohmann::json::array());
 }
 
 TEST_F(VerifyPlanted, TheSplitLayoutPassesReorderedAndFailsAWrongToken) {
