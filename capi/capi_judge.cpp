@@ -41,8 +41,11 @@ ResultData packed_result(const RaggedBatch& batch, const logprobs_result_view& g
   }
 }
 
-std::unique_ptr<logprobs_verdict> stored(Verdict&& verdict, const Tolerance& tolerance) {
+std::unique_ptr<logprobs_verdict> stored(Verdict&& verdict, const Tolerance& tolerance,
+                                         std::vector<Diagnosis>&& diagnoses) {
   auto owned = std::make_unique<logprobs_verdict>();
+  for (Diagnosis& d : diagnoses)
+    owned->diagnoses.push_back({d.name(), std::move(d.rows), d.evidence, d.message()});
   owned->stats = verdict.stats;
   owned->tolerance = capi::from_tolerance(tolerance);
   owned->violations.reserve(verdict.violations.size());
@@ -87,7 +90,11 @@ logprobs_status logprobs_judge(const logprobs_batch_view* batch, uint32_t k, con
     const ResultData result = packed_result(view, required(got, "got"));
     ResultData reference(shape.rows, shape.width);
     reference_backend().run(view, k, reference.view());
-    *verdict = stored(compare_result(view, k, reference, result, judged_by), judged_by).release();
+    Verdict judged = compare_result(view, k, reference, result, judged_by);
+    // Only a failing verdict is diagnosed: a passing one costs nothing more.
+    std::vector<Diagnosis> diagnoses;
+    if (!judged.ok()) diagnoses = diagnose(view, k, result, judged, judged_by);
+    *verdict = stored(std::move(judged), judged_by, std::move(diagnoses)).release();
   });
 }
 
@@ -144,6 +151,27 @@ void logprobs_verdict_stats(const logprobs_verdict* verdict, logprobs_stats* sta
                                 at->tolerance.dev,
                                 at->tolerance.sum_err};
   }
+}
+
+uint64_t logprobs_verdict_diagnosis_count(const logprobs_verdict* verdict) {
+  return verdict == nullptr ? 0 : verdict->diagnoses.size();
+}
+
+logprobs_status logprobs_verdict_diagnosis(const logprobs_verdict* verdict, uint64_t index,
+                                           logprobs_diagnosis* diagnosis, logprobs_error** error) {
+  return guarded(error, [&] {
+    const logprobs_verdict& v = required(verdict, "verdict");
+    if (index >= v.diagnoses.size())
+      throw Failure(LOGPROBS_INVALID_ARGUMENT,
+                    fmt::format("diagnosis index {} is past the end ({} diagnoses)", index, v.diagnoses.size()));
+    const StoredDiagnosis& d = v.diagnoses[index];
+    logprobs_diagnosis& out = required(diagnosis, "diagnosis");
+    out.name = d.name.c_str();
+    out.rows = d.rows.data();
+    out.row_count = d.rows.size();
+    out.evidence = d.evidence.c_str();
+    out.message = d.message.c_str();
+  });
 }
 
 void logprobs_verdict_free(logprobs_verdict* verdict) { delete verdict; }

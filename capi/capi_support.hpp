@@ -12,6 +12,7 @@
 
 #include "harness/batch_file.hpp"
 #include "harness/comparator.hpp"
+#include "harness/diagnosis.hpp"
 #include "logprobs/logprobs.h"
 
 struct logprobs_error {
@@ -46,8 +47,16 @@ struct StoredViolation {
   logprobs::RowTolerance tolerance;
 };
 
+struct StoredDiagnosis {
+  std::string name;  // bug_class_name's, kept beside the texts a C caller reads
+  std::vector<std::uint64_t> rows;
+  std::string evidence;
+  std::string message;
+};
+
 struct logprobs_verdict {
   std::vector<StoredViolation> violations;
+  std::vector<StoredDiagnosis> diagnoses;  // the diagnosis of a failing verdict (diagnosis.hpp)
   logprobs::ErrorStats stats;
   logprobs_tolerance tolerance;
 };

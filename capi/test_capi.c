@@ -1,6 +1,8 @@
 /* The C API end to end, from C: backends, the reference, judging either layout (planted faults
  * fail under their rule), errors as a status and a message per call, random batches and
  * shrinking through a C callback, files; then the same calls from several threads.
+ * Over 400 lines: every function of the API checked from C in one program, each call beside the
+ * calls whose results it needs (a verdict's violations and diagnoses beside the judging).
  *
  *     test_capi WORK_DIR     exit 0 when every check passes
  */
@@ -76,6 +78,27 @@ static int32_t first_rule(const logprobs_batch_view* batch, uint32_t k, const lo
   return rule;
 }
 
+/* The verdict on `got` has one diagnosis, `name`, on output row `row` alone (name NULL: none). */
+static void expect_diagnosis(const logprobs_batch_view* batch, uint32_t k, const logprobs_result_view* got,
+                             const char* name, uint64_t row) {
+  logprobs_verdict* verdict = NULL;
+  logprobs_diagnosis d;
+  logprobs_error* error = NULL;
+  uint64_t count;
+  CHECK(failures, logprobs_judge(batch, k, got, NULL, &verdict, NULL) == LOGPROBS_OK);
+  count = logprobs_verdict_diagnosis_count(verdict);
+  CHECK(failures, count == (name == NULL ? 0u : 1u) && logprobs_verdict_diagnosis_count(NULL) == 0);
+  if (name != NULL && count == 1) {
+    CHECK(failures, logprobs_verdict_diagnosis(verdict, 0, &d, NULL) == LOGPROBS_OK && strcmp(d.name, name) == 0);
+    CHECK(failures, d.row_count == 1 && d.rows[0] == row && strlen(d.evidence) > 20 &&
+                        strncmp(d.message, name, strlen(name)) == 0 && strstr(d.message, d.evidence) != NULL);
+  }
+  expect_error(logprobs_verdict_diagnosis(verdict, count, &d, &error), &error, LOGPROBS_INVALID_ARGUMENT, "past the end");
+  expect_error(logprobs_verdict_diagnosis(verdict, 0, NULL, &error), &error, LOGPROBS_INVALID_ARGUMENT,
+               name == NULL ? "past the end" : "diagnosis is NULL");
+  logprobs_verdict_free(verdict);
+}
+
 static void backends(void) {
   logprobs_backend_list* list = NULL;
   logprobs_backend_info info;
@@ -125,6 +148,7 @@ static void reference_and_judging(void) {
   CHECK(failures, packed.lp_tokens[3] == 2 && packed.lp_tokens[4] == 4 && packed.lp_tokens[7] == 4);
   CHECK(failures, packed.ranks[0] == 3 && packed.ranks[1] == 1); /* x_j >= x_s: {3, 2, 3}; {5} */
   CHECK(failures, first_rule(&b.view, 3, &packed) == -1);
+  expect_diagnosis(&b.view, 3, &packed, NULL, 0); /* a passing verdict: none */
 
   /* The same result in the split layout agrees too. */
   for (row = 0; row < 2; ++row) {
@@ -161,6 +185,7 @@ static void reference_and_judging(void) {
   packed.ranks = ranks;
   ranks[0] = 2; /* counted with > instead of >= */
   CHECK(failures, first_rule(&b.view, 3, &packed) == LOGPROBS_RULE_RANK);
+  expect_diagnosis(&b.view, 3, &packed, "rank_strict", 0);
   ranks[0] = 3;
   lp_tokens[3] = 1;
   CHECK(failures, first_rule(&b.view, 3, &packed) == LOGPROBS_RULE_LAST_TOKEN);

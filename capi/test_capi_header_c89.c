@@ -7,6 +7,6 @@ size_t logprobs_c89_sizes(void);
 
 size_t logprobs_c89_sizes(void) {
   return sizeof(logprobs_batch_view) + sizeof(logprobs_result_view) + sizeof(logprobs_backend_info) +
-         sizeof(logprobs_tolerance) + sizeof(logprobs_violation) + sizeof(logprobs_stats) +
+         sizeof(logprobs_tolerance) + sizeof(logprobs_violation) + sizeof(logprobs_stats) + sizeof(logprobs_diagnosis) +
          sizeof(logprobs_random_options) + sizeof(logprobs_fails_fn) + sizeof(logprobs_status);
 }

@@ -92,6 +92,12 @@ int main(void) {
   OFFSET(logprobs_stats, max_tolerance_used);
   OFFSET(logprobs_stats, tolerance);
   OFFSET(logprobs_stats, max_tolerance_row);
+  SIZE(logprobs_diagnosis);
+  OFFSET(logprobs_diagnosis, name);
+  OFFSET(logprobs_diagnosis, rows);
+  OFFSET(logprobs_diagnosis, row_count);
+  OFFSET(logprobs_diagnosis, evidence);
+  OFFSET(logprobs_diagnosis, message);
   SIZE(logprobs_random_options);
   OFFSET(logprobs_random_options, dtype);
   OFFSET(logprobs_random_options, vocab);

@@ -36,7 +36,7 @@ extern "C" {
 
 /* The API's version: it changes whenever a declaration here changes meaning or layout. A caller
  * compares logprobs_api_version() with the LOGPROBS_API_VERSION it was written against. */
-#define LOGPROBS_API_VERSION 2
+#define LOGPROBS_API_VERSION 3
 LOGPROBS_API uint32_t logprobs_api_version(void);
 
 /* ---- Errors ------------------------------------------------------------------------------ */
@@ -264,6 +264,22 @@ LOGPROBS_API uint64_t logprobs_verdict_violation_count(const logprobs_verdict* v
 LOGPROBS_API logprobs_status logprobs_verdict_violation(const logprobs_verdict* verdict, uint64_t index,
                                                         logprobs_violation* violation, logprobs_error** error);
 LOGPROBS_API void logprobs_verdict_stats(const logprobs_verdict* verdict, logprobs_stats* stats);
+
+/* What the diagnosis names on a failing verdict (API version 3): a class of kernel bug by its
+ * stable name ("normalizer_shift", "values_rounded_bf16", ..., "rank_strict": the list is in
+ * docs/logprobs-check.md), the output rows it explains (ascending) and one sentence of evidence.
+ * A passing verdict, or a failing one that fits no class, has none. The texts and the rows belong
+ * to the verdict: valid until logprobs_verdict_free. */
+typedef struct logprobs_diagnosis {
+  const char* name;
+  const uint64_t* rows;
+  uint64_t row_count;
+  const char* evidence;
+  const char* message; /* "<name>: <evidence>" */
+} logprobs_diagnosis;
+LOGPROBS_API uint64_t logprobs_verdict_diagnosis_count(const logprobs_verdict* verdict);
+LOGPROBS_API logprobs_status logprobs_verdict_diagnosis(const logprobs_verdict* verdict, uint64_t index,
+                                                        logprobs_diagnosis* diagnosis, logprobs_error** error);
 LOGPROBS_API void logprobs_verdict_free(logprobs_verdict* verdict);
 
 /* ---- Random batches (the generators of fuzz/generators.hpp) ------------------------------ */

@@ -7,7 +7,7 @@ import numbers
 import os
 import pathlib
 
-API_VERSION = 2  # the LOGPROBS_API_VERSION this package was written against
+API_VERSION = 3  # the LOGPROBS_API_VERSION this package was written against
 LIBRARY_ENV = "LOGPROBS_HARNESS_LIBRARY"
 LIBRARY_NAME = "liblogprobs_c.so"
 
@@ -109,6 +109,11 @@ class Stats(ctypes.Structure):
                 ("tolerance", Tolerance), ("max_tolerance_row", RowLocation)]
 
 
+class Diagnosis(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("rows", ctypes.POINTER(c_u64)), ("row_count", c_u64),
+                ("evidence", ctypes.c_char_p), ("message", ctypes.c_char_p)]
+
+
 class RandomOptions(ctypes.Structure):
     _fields_ = [("dtype", c_i32), ("vocab", c_u64), ("offsets", c_i32), ("temperatures", c_i32), ("finite", c_i32)]
 
@@ -145,6 +150,8 @@ _PROTOTYPES = {
     "logprobs_verdict_violation_count": (c_u64, [c_ptr]),
     "logprobs_verdict_violation": (c_i32, [c_ptr, c_u64, _P(Violation), _ERR]),
     "logprobs_verdict_stats": (None, [c_ptr, _P(Stats)]),
+    "logprobs_verdict_diagnosis_count": (c_u64, [c_ptr]),
+    "logprobs_verdict_diagnosis": (c_i32, [c_ptr, c_u64, _P(Diagnosis), _ERR]),
     "logprobs_verdict_free": (None, [c_ptr]),
     "logprobs_random_options_default": (None, [_P(RandomOptions)]),
     "logprobs_random_batch": (c_i32, [c_u64, c_i32, _P(RandomOptions), _P(c_ptr), _ERR]),

@@ -28,7 +28,7 @@ def split_of(result):
 
 
 def test_version_and_library():
-    assert lh.API_VERSION == 2  # 2: contract v3's sum rules in logprobs_tolerance, violations and stats
+    assert lh.API_VERSION == 3  # 2: contract v3's sum rules in logprobs_tolerance, violations and stats; 3: diagnoses
     assert lh.library_path.name == "liblogprobs_c.so"
     assert lh.__version__ != "0+unknown"
 
@@ -341,7 +341,7 @@ def test_ctypes_declarations_match_the_c_layout():
     structs = {"logprobs_batch_view": _native.BatchView, "logprobs_result_view": _native.ResultView,
                "logprobs_backend_info": _native.BackendInfo, "logprobs_tolerance": _native.Tolerance,
                "logprobs_violation": _native.Violation, "logprobs_stats": _native.Stats,
-               "logprobs_row_location": _native.RowLocation,
+               "logprobs_row_location": _native.RowLocation, "logprobs_diagnosis": _native.Diagnosis,
                "logprobs_random_options": _native.RandomOptions}
     lines = subprocess.run([layout], capture_output=True, text=True, check=True).stdout.split("\n")
     checked = 0
