@@ -17,7 +17,7 @@ from ._native import (API_VERSION, BackendUnavailable, CallbackFailed, FileError
 from .batch import Batch, Plan
 from .cases import Case, Options, case_seed, find_counterexample, random_batch, random_batches, random_k
 from .files import load_batch, load_result, save, save_batch, save_result
-from .judging import (DEFAULT_TOLERANCE, BackendInfo, Disagreement, Report, RowLocation, Tolerance, Violation,
+from .judging import (DEFAULT_TOLERANCE, BackendInfo, Diagnosis, Disagreement, Report, RowLocation, Tolerance, Violation,
                       assert_agrees, backends, judge, reference, replay_commands, run)
 from .result import Result
 
@@ -28,7 +28,7 @@ except ImportError:
 
 __all__ = [
     "API_VERSION", "BackendInfo", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
-    "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "LogprobsError", "Options", "Plan", "Report",
+    "Diagnosis", "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "LogprobsError", "Options", "Plan", "Report",
     "Result", "RowLocation", "Tolerance", "UnknownBackend", "UnsupportedPart", "Violation", "assert_agrees", "backends",
     "case_seed", "find_counterexample", "judge", "library_path", "load_batch", "load_result", "random_batch",
     "random_batches", "random_k", "reference", "replay_commands", "run", "save", "save_batch", "save_result",

@@ -24,6 +24,10 @@ Violation = collections.namedtuple("Violation", "rule batch row slot token what 
 # The row a figure was reached on: where, its kind ("confident", "masked", "flat", "spread") and
 # its summation term.
 RowLocation = collections.namedtuple("RowLocation", "batch row kind vocab top_probability masked sum_rule dev sum_err")
+# What the diagnosis names on a failing result (docs/logprobs-check.md, "The diagnosis"): a class
+# of kernel bug by its stable name ("normalizer_shift", ..., "rank_strict"), the output rows it
+# explains (ascending) and one sentence of evidence.
+Diagnosis = collections.namedtuple("Diagnosis", "name rows evidence")
 
 # While a test is being shrunk, its failures write no replay files (set by the pytest plugin).
 replay_files_enabled = contextvars.ContextVar("logprobs_harness_replay_files", default=True)
@@ -77,7 +81,9 @@ class Report:
     """The verdict on one result: `ok`, the violations (each with its rule, batch, output row,
     slot, token, message and its row's summation term; the first `limit` kept, `violation_count`
     all of them), and the largest errors against the reference with the share of the tolerance
-    used and the row it was reached on (`tolerance_row`, None when no finite value was compared)."""
+    used and the row it was reached on (`tolerance_row`, None when no finite value was compared);
+    `diagnoses`, what the diagnosis names when it failed (a list of Diagnosis(name, rows,
+    evidence), empty when it agrees or no failing row fits a class of bug)."""
 
     def __init__(self, verdict, limit):
         stats = _native.Stats()
@@ -91,6 +97,12 @@ class Report:
             self.violations.append(Violation(_native.text(v.rule_name), v.batch, v.output_row, v.slot, v.token,
                                              _native.text(v.what), _native.text(v.message),
                                              _native.SUM_RULES[v.sum_rule], v.dev, v.sum_err))
+        self.diagnoses = []
+        for i in range(lib.logprobs_verdict_diagnosis_count(verdict)):
+            d = _native.Diagnosis()
+            call(lib.logprobs_verdict_diagnosis, verdict, i, ctypes.byref(d))
+            self.diagnoses.append(Diagnosis(_native.text(d.name), [d.rows[j] for j in range(d.row_count)],
+                                            _native.text(d.evidence)))
         self.rows, self.values = stats.rows, stats.values
         self.max_abs_error, self.max_ulp_error = stats.max_abs_error, stats.max_ulp_error
         self.tolerance_used = stats.max_tolerance_used
@@ -191,14 +203,25 @@ def tolerance_of(ulps=None, norm_ulps=None, sum_rule=None, sigma=None, floor=Non
                      rule, d.sigma if sigma is None else float(sigma), d.floor if floor is None else float(floor))
 
 
+def diagnosis_lines(diagnoses):
+    """"diagnosis: <name>: <evidence>", one line each, as logprobs-check prints them."""
+    return [f"diagnosis: {d.name}: {d.evidence}" for d in diagnoses]
+
+
 class Disagreement(AssertionError):
     """A result that breaks the contract: the report, the batch and result files written for it
-    (None while a test is being shrunk) and the logprobs-check commands that replay it."""
+    (None while a test is being shrunk) and the logprobs-check commands that replay it;
+    `diagnoses`, the report's. Its message is the headline, then the diagnosis, then the
+    violations and the replay files."""
 
     def __init__(self, message, report, batch, k, batch_path=None, result_path=None, commands=()):
         super().__init__(message)
         self.report, self.batch, self.k = report, batch, k
         self.batch_path, self.result_path, self.commands = batch_path, result_path, list(commands)
+
+    @property
+    def diagnoses(self):
+        return self.report.diagnoses
 
 
 def check_program():
@@ -281,6 +304,7 @@ def assert_agrees(batch, k, result=None, *, replay_dir=None, shown=5, **judging)
         return report
     got = report.result
     lines = [f"logprobs disagree with the contract at K = {k} on {batch.describe()}: {report.summary()}"]
+    lines += [f"  {line}" for line in diagnosis_lines(report.diagnoses)]
     lines += [f"  {v.rule}: {v.message}" for v in report.violations[:shown]]
     if report.violation_count > shown:
         lines.append(f"  ... and {report.violation_count - shown} more")

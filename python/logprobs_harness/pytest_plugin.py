@@ -204,21 +204,26 @@ def _raise_shrunk(item, function, arguments, case, failure):
     case_file = os.path.join(case.replay_dir, f"{_file_name(item.nodeid)}-shrunk-batch.safetensors")
     files.save_batch(case_file, smallest, k=case.k, metadata={"ranks": "true" if case.ranks else "false",
                                                               "origin": f"{item.nodeid} {case.describe()}"})
-    summary = (f"logprobs_harness: {item.name} failed on case {case.index} (case seed {case.seed}, size {case.size}, "
-               f"K = {case.k}{', ranks' if case.ranks else ''}); shrunk in {steps} steps ({runs} runs of the test)\n"
-               f"  before: {case.batch.describe()}\n"
+    headline = (f"logprobs_harness: {item.name} failed on case {case.index} (case seed {case.seed}, size "
+                f"{case.size}, K = {case.k}{', ranks' if case.ranks else ''}); shrunk in {steps} steps ({runs} runs "
+                f"of the test)")
+    summary = (f"  before: {case.batch.describe()}\n"
                f"  after:  {smallest.describe()}\n"
                f"  the test on the shrunk case: pytest '{item.nodeid}' --logprobs-replay {case_file}")
     try:
         _call(function, arguments, shrunk)
     except judging.Disagreement as again:
+        # The diagnosis of the shrunk case first after the headline (also in the disagreement's own text).
+        first = "".join(f"\n  {line}" for line in judging.diagnosis_lines(again.diagnoses))
         if same(again):
-            again.args = (f"{summary}\n{again}",)
+            again.args = (f"{headline}{first}\n{summary}\n{again}",)
             raise again from None
-        raise ShrunkFailure(f"{summary}\n(the shrunk case fails differently)\n{again}") from None
+        raise ShrunkFailure(f"{headline}{first}\n{summary}\n(the shrunk case fails differently)\n{again}") from None
     except Exception as again:
         # Reported with the shrunk run's own traceback, which ends in the test's code.
-        raise ShrunkFailure(f"{summary}\n{type(again).__name__}: {again}").with_traceback(again.__traceback__) from None
+        raise ShrunkFailure(f"{headline}\n{summary}\n{type(again).__name__}: {again}").with_traceback(
+            again.__traceback__) from None
+    summary = f"{headline}\n{summary}"
     failure.args = (f"{summary}\n(the shrunk case passed when run again: the test is not deterministic)\n{failure}",)
     raise failure
 

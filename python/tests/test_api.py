@@ -110,7 +110,7 @@ def test_reference_and_the_backends_agree():
         lh.run("nope", batch, 3)
 
 
-def test_judging_either_layout_and_each_planted_fault_under_its_rule():
+def test_judging_either_layout_and_each_planted_fault_under_its_rule(tmp_path):
     batch = small_batch()
     ref = lh.reference(batch, 3, ranks=True)
     tokens, values, sampled = split_of(ref)
@@ -127,6 +127,16 @@ def test_judging_either_layout_and_each_planted_fault_under_its_rule():
     assert rules(top_logprobs=[[v + 0.01 if (r, s) == (0, 0) else v for s, v in enumerate(row)]
                                for r, row in enumerate(values)]) == {"value"}
     assert rules(ranks=[2, 1]) == {"rank"}
+    # The diagnosis names the class: ranks counted with > (row 0's x_s = 2 ties one other 2).
+    strict = lh.judge(batch, 3, top_tokens=tokens, top_logprobs=values, sampled_logprobs=sampled, ranks=[2, 1])
+    assert [(d.name, d.rows) for d in strict.diagnoses] == [("rank_strict", [0])], strict.diagnoses
+    assert "instead of >=" in strict.diagnoses[0].evidence and isinstance(strict.diagnoses[0], lh.Diagnosis)
+    assert lh.judge(batch, 3, top_tokens=tokens, top_logprobs=values, sampled_logprobs=sampled).diagnoses == []
+    with pytest.raises(lh.Disagreement) as raised:
+        lh.assert_agrees(batch, 3, top_tokens=tokens, top_logprobs=values, sampled_logprobs=sampled, ranks=[2, 1],
+                         replay_dir=str(tmp_path))
+    assert raised.value.diagnoses == strict.diagnoses
+    assert str(raised.value).split("\n")[1].startswith("  diagnosis: rank_strict: row 0: "), str(raised.value)
     # Row 0's best token (x = 3) swapped for token 0 (x = 1), with token 0's own log-probability.
     assert tokens[0][0] in (1, 3)
     swapped = [[0] + tokens[0][1:], tokens[1]]

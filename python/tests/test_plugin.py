@@ -57,6 +57,16 @@ def test_a_planted_fault_is_reported_shrunk_with_the_commands_that_replay_it(tmp
     assert code == 1 and "test_planted_kernel[replay]" in again and "V = 65" in again, again
 
 
+def test_the_diagnosis_is_the_first_line_after_the_headline(tmp_path):
+    code, output = pytest_run(tmp_path, f"{PLANTED}::test_bf16_kernel", "--logprobs-seed", 1,
+                              "--logprobs-cases", 10, "-x")
+    assert code == 1, output
+    headline = re.search(r"test_bf16_kernel\[case\d+\] failed on case \d+ .*; shrunk in \d+ steps \(\d+ runs of the test\)\n"
+                         r"E?\s*diagnosis: values_rounded_bf16: rows? \d", output)
+    assert headline, output
+    print(f"\n{headline.group(0)}")
+
+
 def test_a_crashing_test_is_shrunk_too(tmp_path):
     code, output = pytest_run(tmp_path, f"{PLANTED}::test_crashing_kernel", "--logprobs-seed", 1,
                               "--logprobs-cases", 10, "-x")
