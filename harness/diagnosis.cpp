@@ -41,6 +41,8 @@ constexpr RuleMask kEveryRule = ~RuleMask{0};
 // How many logit rows rows_permuted compares an output row with: all of them in a batch of up to
 // this many, else this many around the row's own (an offset bug moves rows by a few).
 constexpr std::uint64_t kPermutationCandidates = 256;
+// How many rows that passed the normalizer classes read as witnesses beside the failing ones.
+constexpr std::size_t kWitnesses = 8;
 
 // SPEC §2.6 in double precision, as the reference computes it: m, log S and n = -(m + log S),
 // NaN (nan_row) for SPEC §3's rows.
@@ -253,8 +255,7 @@ class RowReader {
       if (only_last_wrong()) o.covers |= bit(Rule::value);
       if (got_.ranks && got_.lp_ranks[task_.output_row] == rank_of(x_, neighbour)) o.covers |= bit(Rule::rank);
       o.key = delta;
-      o.example = fmt::format("{}: {} of token {} where SPEC §2.4 evaluates {}", row_label(),
-                              token_wrong ? "the token" : "the value", neighbour, s);
+      o.example = fmt::format("{}: {} {} for {}", row_label(), token_wrong ? "token" : "the value of token", neighbour, s);
       return o;
     }
     return std::nullopt;
@@ -507,9 +508,32 @@ class RowReader {
     Observation o;
     o.covers = bit(Rule::rank);
     o.key = rank == strict ? 0 : 1;
-    o.example = fmt::format("{}: {} where SPEC §2.9 counts {}", row_label(), rank, rank_of(x_, task_.token));
+    o.example = fmt::format("{}: rank {} for {}", row_label(), rank, rank_of(x_, task_.token));
     return o;
   }
+
+ public:
+  // A row that passed, read as a witness for the normalizer classes: its offset d (about 0) and
+  // how far a bug's offset could be from it with the row still passing (its whole tolerance).
+  std::optional<Shift> witness(std::uint64_t output_row) {
+    task_ = tasks_[output_row];
+    x_.resize(batch_.vocab);
+    read_row(batch_, task_, x_);
+    norm_ = normalizer_of(x_);
+    tol_ = row_tolerance(x_, tolerance_);
+    read_slots();
+    std::optional<Shift> s = shift(bit(Rule::value));
+    if (!s) return std::nullopt;
+    double allowed = 0;
+    for (const SlotValue& v : slots_)
+      if (v.valid && std::isfinite(v.want)) allowed = std::max(allowed, tol_.allowed(v.want));
+    s->u += allowed;
+    s->top_n.reset();
+    s->prefix.reset();
+    return s;
+  }
+
+ private:
 
   std::optional<Shift> shift(RuleMask rules) const {
     if (norm_.nan_row || !(rules & bit(Rule::value))) return std::nullopt;
@@ -710,11 +734,16 @@ std::string evidence_of(BugClass bug, const Tally& t, std::uint32_t k) {
                                               plural(t.total[2], "masked (-inf or NaN) token", "masked (-inf or NaN) tokens")
                                         : "");
     case BugClass::topk_not_exact:
-      return fmt::format("{}: {} of the {} top tokens outside the true top {} (at positions up to {:g}, where positions "
-                         "{} are missing), their values right for the tokens given: an approximate or misindexed top-k",
-                         rows, count_range(t.lo[0], t.hi[0]), k, k, t.hi[1], count_range(t.lo[2], t.hi[3]));
+      // figure 1: the worst position of a token given; 2 and 3: the first and the last position missing.
+      return fmt::format("{}: {} of the {} top tokens outside the true top {} (standing as low as position {:g} of the "
+                         "row, while the true top {}'s {} {} missing), their values right for the tokens given: an "
+                         "approximate or misindexed top-k",
+                         rows, count_range(t.lo[0], t.hi[0]), k, k, t.hi[1], k,
+                         t.lo[2] == t.hi[3] ? fmt::format("position {:g}", t.lo[2])
+                                            : fmt::format("positions {:g} to {:g}", t.lo[2], t.hi[3]),
+                         t.lo[2] == t.hi[3] ? "is" : "are");
     case BugClass::rank_strict:
-      return fmt::format("{}: {} ({}) where SPEC §2.9 counts the x_j >= x_s: ranks counted with > instead of >=",
+      return fmt::format("{}: {}, where SPEC §2.9 counts the x_j >= x_s ({}): ranks counted with > instead of >=",
                          rows,
                          t.keys.size() > 1    ? "every rank counts the x_j > x_s, some plus 1"
                          : *t.keys.begin() == 0 ? "every rank counts the x_j > x_s"
@@ -741,8 +770,8 @@ std::optional<double> common_value(const std::vector<std::pair<double, double>>&
   return std::isfinite(lo) && std::isfinite(hi) ? (lo + hi) / 2 : std::isfinite(lo) ? lo : hi;
 }
 
-// The count common to every row's range, when every row has one and the common range is narrow
-// (within 1%): one N for all.
+// The count common to every row's range, when every row has one: one N for all (the caller
+// decides whether the range is narrow enough to name).
 std::optional<std::pair<std::uint64_t, std::uint64_t>> common_count(
     const std::vector<ShiftedRow>& rows, std::optional<std::pair<std::uint64_t, std::uint64_t>> Shift::*range) {
   std::uint64_t lo = 0, hi = std::numeric_limits<std::uint64_t>::max();
@@ -751,7 +780,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> common_count(
     lo = std::max(lo, (r.shift.*range)->first);
     hi = std::min(hi, (r.shift.*range)->second);
   }
-  if (lo > hi || hi > lo + std::max<std::uint64_t>(1, lo / 100)) return std::nullopt;
+  if (lo > hi) return std::nullopt;
   return std::pair(lo, hi);
 }
 
@@ -759,46 +788,95 @@ std::string mass_text(double mass) {
   return mass >= 10 ? fmt::format("{:.0f}", mass) : figure_text(mass);
 }
 
-// The normalizer classes, for the rows whose values all move by one amount each. A mass or an N
-// is named only when it fits every row and one shift d does not (two rows at least: on one row
-// any d is some mass); else normalizer_shift.
-Diagnosis normalizer_finding(const std::vector<ShiftedRow>& rows, std::uint64_t vocab) {
+std::string count_text(std::pair<std::uint64_t, std::uint64_t> n) {
+  return n.first == n.second ? fmt::format("{}", n.first) : fmt::format("{} to {}", n.first, n.second);
+}
+
+// What a normalizer finding says when the batch cannot tell it from another that fits as well.
+constexpr const char* kAlikeRows =
+    " (these rows' sums are alike, so one offset would fit them as well: a batch of rows of "
+    "different shapes tells the two apart)";
+
+// The normalizer classes, for the rows whose values all move by one amount each: d_i on row i,
+// to within u_i. Three explanations, each one parameter common to every row, T_i = e^(m + log S)
+// the row's sum of e^x_j:
+//   normalizer_shift         d_i = d                       (one offset)
+//   normalizer_extra_mass    (e^-d_i - 1) T_i = M          (one mass added to every S)
+//   normalizer_missing_mass  (1 - e^-d_i) T_i = M, or S the sum of each row's N largest
+//                            entries, or of its first V' entries (one N for all)
+// Where the rows' T_i differ (rows of different shapes), at most one fits, and that one is named.
+// Where they are alike (one shape and one V: at V >= 128256 uniform rows' T_i agree to about 2%),
+// an offset that fits also fits as a mass, and the batch cannot tell them apart. Then the name
+// goes to the fingerprint that an offset does not make by chance, and the evidence says that the
+// batch cannot tell:
+//   - too high (d > 0): missing_mass only for a discrete fingerprint: the top N with N at most
+//     V/2 (a top-candidates shortcut; a small offset maps to an N near V, as +2e-5 at V = 32000
+//     maps to N ~ 31400; on confident rows, whose tail is tiny, N is known only to a range, such
+//     as 773 to 1357, and is named with it), or the first V' entries with V' at most 99% of V
+//     (a truncated row), within 1%. Else normalizer_shift.
+//   - too low (d < 0): extra_mass when the mass is a count of entries, at least one of logit 0,
+//     and a whole number where it is known to better than one entry (64 padding entries counted
+//     is a mass of 64; an offset gives 4.7 as readily as 5). Else normalizer_shift.
+// Up to kWitnesses rows that passed count as rows too (`witnesses`): an offset or a mass must
+// leave them passing. With one row in all, any d is some mass and some N: normalizer_shift; an N
+// (top or first entries) needs two failing rows.
+Diagnosis normalizer_finding(const std::vector<ShiftedRow>& rows, const std::vector<Shift>& witnesses,
+                             std::uint64_t vocab) {
   Diagnosis finding;
   double lo = kInf, hi = -kInf;
   std::vector<std::pair<double, double>> offsets, extra, missing, per_masked;
+  // Each row's interval of d, of the log of the mass added to sum_j exp(x_j), log((e^-d - 1) T),
+  // decreasing in d, and of the mass left out, log((1 - e^-d) T), increasing.
+  const auto add_intervals = [&](const Shift& s) {
+    const auto added = [&](double d) { return d < 0 ? std::log(std::expm1(-d)) + s.log_total : -kInf; };
+    const auto left_out = [&](double d) { return d > 0 ? std::log(-std::expm1(-d)) + s.log_total : -kInf; };
+    offsets.emplace_back(s.d - s.u, s.d + s.u);
+    extra.emplace_back(added(std::min(s.d + s.u, 0.0)), added(s.d - s.u));
+    missing.emplace_back(left_out(std::max(s.d - s.u, 0.0)), left_out(s.d + s.u));
+  };
   bool all_masked = true;
   for (const ShiftedRow& r : rows) {
     finding.rows.push_back(r.row);
     const Shift& s = r.shift;
     lo = std::min(lo, s.d);
     hi = std::max(hi, s.d);
-    offsets.emplace_back(s.d - s.u, s.d + s.u);
-    // The mass added to sum_j exp(x_j): (e^-d - 1) e^(m + log S), decreasing in d; the mass left
-    // out, (1 - e^-d) e^(m + log S), increasing.
-    const auto added = [&](double d) { return d < 0 ? std::log(std::expm1(-d)) + s.log_total : -kInf; };
-    const auto left_out = [&](double d) { return d > 0 ? std::log(-std::expm1(-d)) + s.log_total : -kInf; };
-    extra.emplace_back(added(s.d + s.u), added(s.d - s.u));
-    missing.emplace_back(left_out(s.d - s.u), left_out(s.d + s.u));
+    add_intervals(s);
     all_masked &= s.masked > 0;
     if (s.masked > 0) {
       const double per = std::log(double(s.masked));
       per_masked.emplace_back(extra.back().first - per, extra.back().second - per);
     }
   }
+  // The rows that passed hold the parameters too: one offset must leave them passing, and so must
+  // one mass (64 padding entries beside e^20 move a confident row by 1e-7, and the same entries
+  // fail its tempered neighbour by 4e-5: on the failing row alone they read as any offset).
+  for (const Shift& w : witnesses) add_intervals(w);
   const std::string where = rows_text(finding.rows);
+  const bool several = offsets.size() >= 2;
   const bool one_shift = common_value(offsets).has_value();
-  const bool several = rows.size() >= 2 && !one_shift;
+  const char* alike = one_shift ? kAlikeRows : "";
   if (hi < 0 && several) {
-    finding.bug = BugClass::normalizer_extra_mass;
-    if (const auto mass = common_value(extra)) {
+    // The mass as a count of entries of logit 0: [e^lo, e^hi] over the rows' common range.
+    std::optional<std::pair<double, double>> count;
+    {
+      double a = -kInf, b = kInf;
+      for (const auto& [x, y] : extra) a = std::max(a, x), b = std::min(b, y);
+      if (a <= b) count = std::pair(std::exp(a), std::exp(b));
+    }
+    const bool whole_count = count && count->second >= 1 &&
+                             (count->second - count->first >= 1 || std::floor(count->second) >= std::ceil(count->first));
+    if (count && (!one_shift || whole_count)) {
+      finding.bug = BugClass::normalizer_extra_mass;
+      const double mass = std::sqrt(count->first * count->second);
       finding.evidence = fmt::format(
           "{}: every value {} the reference, as if about {} more entries of logit 0 (or one of logit {:.3g}) had "
-          "been summed in S, the same mass on every row whatever its shape: entries counted that should not be, such "
-          "as vocabulary padding or masked entries read as 0",
-          where, offset_text(lo, hi), mass_text(std::exp(*mass)), *mass);
+          "been summed in S, the same mass on every row{}: entries counted that should not be, such as vocabulary "
+          "padding or masked entries read as 0",
+          where, offset_text(lo, hi), mass_text(mass), std::log(mass), one_shift ? alike : " whatever its sum");
       return finding;
     }
-    if (const auto logit = all_masked ? common_value(per_masked) : std::nullopt) {
+    if (const auto logit = all_masked && !one_shift ? common_value(per_masked) : std::nullopt) {
+      finding.bug = BugClass::normalizer_extra_mass;
       finding.evidence = fmt::format(
           "{}: every value {} the reference, as if each row's masked (-inf) entries had been summed in S as logits "
           "of about {:.3g}: masked entries read as numbers",
@@ -806,39 +884,47 @@ Diagnosis normalizer_finding(const std::vector<ShiftedRow>& rows, std::uint64_t 
       return finding;
     }
   }
-  if (lo > 0 && rows.size() >= 2) {
+  if (lo > 0 && several) {
     finding.bug = BugClass::normalizer_missing_mass;
-    const auto count = [](std::pair<std::uint64_t, std::uint64_t> n) {
-      return n.first == n.second ? fmt::format("{}", n.first) : fmt::format("{} to {}", n.first, n.second);
+    const bool counted = rows.size() >= 2;  // one N on one row is any offset's
+    const auto narrow = [](std::pair<std::uint64_t, std::uint64_t> n, double share) {
+      return double(n.second) <= double(n.first) * (1 + share) + 1;
     };
-    if (const auto n = common_count(rows, &Shift::top_n)) {
+    if (const auto n = counted ? common_count(rows, &Shift::top_n) : std::nullopt;
+        n && (n->second <= vocab / 2 || (!one_shift && narrow(*n, 0.01)))) {
       finding.evidence = fmt::format(
-          "{}: every value {} the reference, S the sum over each row's N = {} largest entries only: entries left "
+          "{}: every value {} the reference, S the sum over each row's N = {} largest entries only{}: entries left "
           "out of S, such as a normalizer over the top candidates only",
-          where, offset_text(lo, hi), count(*n));
+          where, offset_text(lo, hi), count_text(*n), alike);
       return finding;
     }
-    if (const auto n = common_count(rows, &Shift::prefix)) {
+    if (const auto n = counted ? common_count(rows, &Shift::prefix) : std::nullopt;
+        n && narrow(*n, 0.01) && (!one_shift || double(n->second) <= 0.99 * double(vocab))) {
       finding.evidence = fmt::format(
-          "{}: every value {} the reference, S the sum over each row's first {} of {} entries: entries left out of "
+          "{}: every value {} the reference, S the sum over each row's first {} of {} entries{}: entries left out of "
           "S, a truncated row",
-          where, offset_text(lo, hi), count(*n), vocab);
+          where, offset_text(lo, hi), count_text(*n), vocab, alike);
       return finding;
     }
-    if (const auto mass = several ? common_value(missing) : std::nullopt) {
+    if (const auto mass = one_shift ? std::nullopt : common_value(missing)) {
       finding.evidence = fmt::format(
           "{}: every value {} the reference, as if about {} entries of logit 0 (or one of logit {:.3g}) had been "
-          "left out of S on every row: entries left out of S",
+          "left out of S on every row, the same mass whatever the row's sum: entries left out of S",
           where, offset_text(lo, hi), mass_text(std::exp(*mass)), *mass);
       return finding;
     }
   }
   finding.bug = BugClass::normalizer_shift;
+  // Where a mass fits as well (rows alike), say so: the batch cannot tell them apart.
+  const bool mass_fits = several && (hi < 0 ? common_value(extra).has_value() : lo > 0 && common_value(missing).has_value());
   finding.evidence =
-      one_shift && rows.size() >= 2
+      one_shift && several
           ? fmt::format("{}: every value {} the reference, by one amount on every row, the values right relative to "
-                        "each other: a wrong normalizer n = -(m + log S), off by a constant",
-                        where, offset_text(lo, hi))
+                        "each other{}: a wrong normalizer n = -(m + log S), off by a constant",
+                        where, offset_text(lo, hi),
+                        mass_fits ? " (these rows' sums are alike, so one mass added to or left out of S would fit "
+                                    "them as well: a batch of rows of different shapes tells the two apart)"
+                                  : "")
           : fmt::format("{}: every value of a row off by one amount, {} the reference, the values right relative to "
                         "each other: a wrong normalizer n = -(m + log S), such as one from a stale maximum",
                         where, offset_text(lo, hi));
@@ -913,7 +999,16 @@ std::vector<Diagnosis> diagnose(const RaggedBatch& batch, std::uint32_t k, const
   }
   std::vector<Diagnosis> found;
   std::optional<Diagnosis> normalizer;
-  if (!shifted.empty()) normalizer = normalizer_finding(shifted, batch.vocab);
+  if (!shifted.empty()) {
+    // A few rows that passed, as witnesses (normalizer_finding says why).
+    std::vector<Shift> witnesses;
+    std::vector<bool> failed(batch.output_rows(), false);
+    for (const FailedRow& row : verdict.failed_rows) failed[row.output_row] = true;
+    for (std::uint64_t row = 0; row < failed.size() && witnesses.size() < kWitnesses; ++row)
+      if (!failed[row])
+        if (const auto w = reader.witness(row)) witnesses.push_back(*w);
+    normalizer = normalizer_finding(shifted, witnesses, batch.vocab);
+  }
   for (int i = 0; i < kBugClassCount; ++i) {
     const auto bug = static_cast<BugClass>(i);
     if (normalizer && normalizer->bug == bug) found.push_back(std::move(*normalizer));

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -194,7 +195,16 @@ std::string describe(const Judged& j) {
 }
 
 // The one diagnosis, of class `bug`, covers every failing row; its evidence contains `evidence`.
+// Each check prints a "gallery:" line (the class, the batch, what was named) for the docs' table.
+std::string shape_shown;  // the batch's name for the gallery line, when a loop over shapes sets it
+
 void expect_named(const Judged& j, BugClass bug, const std::string& evidence = "") {
+  std::string names;
+  for (const Diagnosis& d : j.diagnoses) names += std::string(names.empty() ? "" : ",") + d.name();
+  const auto* test = testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("gallery: %s | %s %s | %s | %s\n", bug_class_name(bug), test->name(), shape_shown.c_str(),
+              names.empty() ? "-" : names.c_str(),
+              j.diagnoses.empty() ? "" : j.diagnoses.front().message().c_str());
   ASSERT_FALSE(j.verdict.ok()) << "the planted bug passes";
   ASSERT_EQ(j.diagnoses.size(), 1u) << describe(j);
   const Diagnosis& d = j.diagnoses.front();
@@ -223,9 +233,11 @@ void expect_named_on_every_shape(const Plant& plant, BugClass bug, const std::st
                                  bool ranks = false) {
   for (const Shape& shape : value_shapes()) {
     SCOPED_TRACE(shape.name);
+    shape_shown = shape.name;
     const BatchData batch = batch_of(shape);
     expect_named(judged(batch, planted(batch, kK, ranks, plant)), bug, evidence);
   }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, RightResultsGetNone) {
@@ -253,15 +265,18 @@ TEST(Diagnosis, NormalizerExtraMassNamesTheMass) {
   for (const Shape& shape : value_shapes()) {
     if (shape.name == "confident") continue;  // below: 64 entries of logit 0 are lost beside e^12
     SCOPED_TRACE(shape.name);
+    shape_shown = shape.name;
     const BatchData batch = batch_of(shape);
     expect_named(judged(batch, planted(batch, kK, false, {.extra_mass = 64})), BugClass::normalizer_extra_mass,
                  "as if about 64 more entries of logit 0");
   }
   Shape confident = value_shapes()[2];
   confident.vocab = 512;
+  shape_shown = "confident V=512";
   const BatchData batch = batch_of(confident);
   expect_named(judged(batch, planted(batch, kK, false, {.extra_mass = 2048})), BugClass::normalizer_extra_mass,
                "about 2048 more entries");
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, NormalizerMissingMassNamesN) {
@@ -281,6 +296,7 @@ TEST(Diagnosis, Temperature) {
   Shape shape = value_shapes().back();
   for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16}) {
     shape.dtype = dtype;
+    shape_shown = std::string("mixed with temperatures ") + (dtype == LogitsDtype::f32 ? "f32" : "bf16");
     const BatchData batch = batch_of(shape);
     expect_named(judged(batch, planted(batch, kK, false, {.temperature_ignored = true})),
                  BugClass::temperature_not_applied, "at T = 1");
@@ -290,45 +306,73 @@ TEST(Diagnosis, Temperature) {
     expect_named(judged(batch, planted(batch, 0, false, {.temperature_ignored = true}), 0),
                  BugClass::temperature_not_applied);
   }
+  shape_shown.clear();
 }
 
 Shape sparse_shape() {
   return {{Kind::sparse, Kind::spread, Kind::sparse, Kind::sparse}, 4096, 1, 0, false, LogitsDtype::f32, 8, "sparse"};
 }
 
+// The classes of one kind of batch (masked rows, a ragged echo, prompts), on f32, bf16 and f16 logits.
+const LogitsDtype kDtypes[] = {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16};
+const char* dtype_label(LogitsDtype dtype) {
+  return dtype == LogitsDtype::f32 ? "f32" : dtype == LogitsDtype::bf16 ? "bf16" : "f16";
+}
+
 TEST(Diagnosis, NegInfClamped) {
-  const BatchData batch = batch_of(sparse_shape());
-  expect_named(judged(batch, planted(batch, kK, false, {.clamp = -9999.0f})), BugClass::neg_inf_clamped,
-               "reported as -9999");
+  for (const LogitsDtype dtype : kDtypes) {
+    Shape shape = sparse_shape();
+    shape.dtype = dtype;
+    shape_shown = std::string("sparse ") + dtype_label(dtype);
+    const BatchData batch = batch_of(shape);
+    expect_named(judged(batch, planted(batch, kK, false, {.clamp = -9999.0f})), BugClass::neg_inf_clamped,
+                 "reported as -9999");
+  }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, NanNotPropagated) {
-  Shape shape = value_shapes()[3];
-  BatchData batch = batch_of(shape);
-  batch.logits[5] = std::numeric_limits<float>::quiet_NaN();  // row 0
-  batch.logits[2 * batch.vocab + 9] = kInf;                   // row 2
-  expect_named(judged(batch, planted(batch, kK, false, {.nan_skipped = true})), BugClass::nan_not_propagated,
-               "a NaN (1 row) or a +inf (1 row)");
+  for (const std::size_t at : {std::size_t{3}, std::size_t{0}, std::size_t{6}}) {  // mixed, spread, temperatures
+    const Shape& shape = value_shapes()[at];
+    shape_shown = shape.name;
+    BatchData batch = batch_of(shape);
+    batch.logits[5] = std::numeric_limits<float>::quiet_NaN();  // row 0
+    batch.logits[2 * batch.vocab + 9] = kInf;                   // row 2
+    expect_named(judged(batch, planted(batch, kK, false, {.nan_skipped = true})), BugClass::nan_not_propagated,
+                 "a NaN (1 row) or a +inf (1 row)");
+  }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, EvaluatedTokenMisaligned) {
-  Shape echo = value_shapes()[4];
-  echo.echo = 4;
-  const BatchData batch = batch_of(echo);
-  expect_named(judged(batch, planted(batch, kK, true, {.token_position = -1})), BugClass::evaluated_token_misaligned,
-               "one position before");
-  expect_named(judged(batch, planted(batch, 0, true, {.token_position = -1}), 0), BugClass::evaluated_token_misaligned);
+  for (const LogitsDtype dtype : kDtypes) {
+    Shape echo = value_shapes()[4];
+    echo.echo = 4;
+    echo.dtype = dtype;
+    shape_shown = std::string("echo ") + dtype_label(dtype);
+    const BatchData batch = batch_of(echo);
+    expect_named(judged(batch, planted(batch, kK, true, {.token_position = -1})),
+                 BugClass::evaluated_token_misaligned, "one position before");
+    expect_named(judged(batch, planted(batch, 0, true, {.token_position = -1}), 0),
+                 BugClass::evaluated_token_misaligned);
+  }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, RowsPermuted) {
-  Shape prompt = value_shapes()[4];
-  prompt.extra_logit_rows = 2;  // each item: 2 prompt rows, then 3 output rows
-  const BatchData batch = batch_of(prompt);
-  for (const std::uint32_t k : {kK, 0u}) {
-    SCOPED_TRACE(k);
-    expect_named(judged(batch, planted(batch, k, false, {.logit_row = -2}), k), BugClass::rows_permuted,
-                 "every one -2 rows off");
+  for (const LogitsDtype dtype : kDtypes) {
+    Shape prompt = value_shapes()[4];
+    prompt.extra_logit_rows = 2;  // each item: 2 prompt rows, then 3 output rows
+    prompt.dtype = dtype;
+    shape_shown = std::string("echo with prompts ") + dtype_label(dtype);
+    const BatchData batch = batch_of(prompt);
+    for (const std::uint32_t k : {kK, 0u}) {
+      SCOPED_TRACE(k);
+      expect_named(judged(batch, planted(batch, k, false, {.logit_row = -2}), k), BugClass::rows_permuted,
+                   "every one -2 rows off");
+    }
   }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, TokensOffByOne) {
@@ -339,17 +383,56 @@ TEST(Diagnosis, TokensOffByOne) {
 }
 
 TEST(Diagnosis, TopkNotExact) {
-  expect_named_on_every_shape({.topk_skips_first = true}, BugClass::topk_not_exact, "positions 1 are missing");
+  expect_named_on_every_shape({.topk_skips_first = true}, BugClass::topk_not_exact, "the true top 8's position 1 is missing");
 }
 
 TEST(Diagnosis, PaddingCountWrong) {
-  const BatchData batch = batch_of(sparse_shape());
-  expect_named(judged(batch, planted(batch, kK, false, {.masked_as_candidates = true})),
-               BugClass::padding_count_wrong, "0 padding slots where SPEC §2.7 asks 3");
+  for (const LogitsDtype dtype : kDtypes) {
+    Shape shape = sparse_shape();
+    shape.dtype = dtype;
+    shape_shown = std::string("sparse ") + dtype_label(dtype);
+    const BatchData batch = batch_of(shape);
+    expect_named(judged(batch, planted(batch, kK, false, {.masked_as_candidates = true})),
+                 BugClass::padding_count_wrong, "0 padding slots where SPEC §2.7 asks 3");
+  }
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, RankStrict) {
   expect_named_on_every_shape({.ranks_strict = true}, BugClass::rank_strict, "counts the x_j > x_s", true);
+}
+
+// Issue 22's specificity at real vocabularies. On rows alike (one shape, V = 32000 or 128256) an
+// offset and a mass fit alike: a +2e-5 offset is normalizer_shift (not a missing mass of an N
+// near V), 64 padding entries of logit 0 counted in S are normalizer_extra_mass (not an offset),
+// a normalizer over the top 1024 is normalizer_missing_mass; on a mixed batch each is named by its
+// own fingerprint, a -2e-5 offset included (which, on rows alike, reads as a mass).
+TEST(Diagnosis, NormalizerClassesOnRowsAlikeAtRealVocabularies) {
+  for (const std::uint64_t vocab : {std::uint64_t{32000}, std::uint64_t{128256}}) {
+    for (const Kind kind : {Kind::spread, Kind::zipf}) {
+      const std::string name = std::string(kind == Kind::spread ? "spread" : "zipf") + " V=" + std::to_string(vocab);
+      SCOPED_TRACE(name);
+      shape_shown = name;
+      const BatchData batch = batch_of({{kind, kind, kind}, vocab, 1, 0, false, LogitsDtype::f32, 11, name});
+      expect_named(judged(batch, planted(batch, kK, false, {.shift = 2e-5})), BugClass::normalizer_shift,
+                   "above the reference, by one amount");
+      expect_named(judged(batch, planted(batch, kK, false, {.extra_mass = 64})), BugClass::normalizer_extra_mass,
+                   "about 64 more entries of logit 0");
+      expect_named(judged(batch, planted(batch, kK, false, {.top_n = 1024})), BugClass::normalizer_missing_mass,
+                   "N = 1024");
+    }
+  }
+  shape_shown = "mixed V=128256";
+  const BatchData mixed = batch_of(
+      {{Kind::spread, Kind::zipf, Kind::confident, Kind::spread}, 128256, 1, 0, false, LogitsDtype::f32, 12, "mixed"});
+  expect_named(judged(mixed, planted(mixed, kK, false, {.shift = -2e-5})), BugClass::normalizer_shift,
+               "below the reference, by one amount on every row");
+  expect_named(judged(mixed, planted(mixed, kK, false, {.shift = 2e-5})), BugClass::normalizer_shift);
+  expect_named(judged(mixed, planted(mixed, kK, false, {.extra_mass = 64})), BugClass::normalizer_extra_mass,
+               "about 64 more entries of logit 0");
+  expect_named(judged(mixed, planted(mixed, kK, false, {.top_n = 1024})), BugClass::normalizer_missing_mass,
+               "N = 1024");
+  shape_shown.clear();
 }
 
 TEST(Diagnosis, TwoBugsOnDifferentRulesAreBothNamed) {

@@ -255,6 +255,12 @@ FAULTY = {values_rounded_bf16: _everywhere, log_softmax_f16: _everywhere, shifte
           top1024_normalizer: _everywhere, padding_counted: _not_confident}
 
 
+# The class the diagnosis must name on each faulty kernel's failures, and no other (issue 22).
+DIAGNOSED = {values_rounded_bf16: "values_rounded_bf16", log_softmax_f16: "values_rounded_f16",
+             shifted_2e5: "normalizer_shift", top1024_normalizer: "normalizer_missing_mass",
+             padding_counted: "normalizer_extra_mass"}
+
+
 def judged(kernel, batch, **tolerance):
     """The kernel's result for the batch at K, judged (by the default tolerance unless told)."""
     return lh.judge(batch, K, **kernel(batch, K), limit=5, **tolerance)

@@ -1,6 +1,7 @@
 """The judge's promise, held on kernels (kernel_suite.py): every honest f32 kernel passes by
-default on every row kind at V = 32000, 128256, 152064 and 262144, with and without temperatures;
-every faulty kernel fails on the row kinds where it is wrong."""
+default on every row kind at V = 32000, 128256, 152064 and 262144, with and without temperatures,
+and gets no diagnosis; every faulty kernel fails on the row kinds where it is wrong, and wherever it
+fails the diagnosis names its class and no other (issue 22's gallery)."""
 import pytest
 
 pytest.importorskip("numpy")
@@ -17,11 +18,17 @@ def test_honest_kernels_pass_and_faulty_ones_fail(vocab, kind, temperatures):
     for kernel in ks.HONEST:
         report = ks.judged(kernel, batch)
         assert report.ok, f"honest {kernel.__name__} fails: {report.summary()}: {report.violations[:1]}"
+        assert report.diagnoses == [], f"honest {kernel.__name__} diagnosed: {report.diagnoses}"
     for kernel, must_fail in ks.FAULTY.items():
+        report = ks.judged(kernel, batch)
         if must_fail(kind, temperatures):
-            report = ks.judged(kernel, batch)
             assert not report.ok, f"faulty {kernel.__name__} passes: {report.summary()}"
             assert "value" in report.rules, report.rules
+        names = [d.name for d in report.diagnoses]
+        print(f"gallery: {kernel.__name__} | V={vocab} {kind}{' T' if temperatures else ''} | "
+              f"{'passes' if report.ok else ','.join(names) or '-'} | {report.diagnoses[0].evidence if names else ''}")
+        if not report.ok:
+            assert names == [ks.DIAGNOSED[kernel]], f"faulty {kernel.__name__} diagnosed {report.diagnoses}"
 
 
 def test_the_v2_rule_failed_pytorch_on_confident_rows():
