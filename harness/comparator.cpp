@@ -6,12 +6,6 @@
 #include "comparator.hpp"
 
 #include <fmt/format.h>
-#ifdef _OPENMP
-#include <omp.h>
-#else
-// Built without OpenMP (LOGPROBS_OPENMP=OFF, the fuzz build): the pragmas drop out, one thread.
-static int omp_get_max_threads() { return 1; }
-#endif
 
 #include <algorithm>
 #include <bit>
@@ -23,6 +17,7 @@ static int omp_get_max_threads() { return 1; }
 #include <unordered_map>
 #include <unordered_set>
 
+#include "logprobs/openmp.hpp"
 #include "sum_calibration.hpp"
 
 namespace logprobs {
@@ -411,7 +406,7 @@ Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultDa
   // merge in row order, so the violations, their order and the figures are one thread's.
   const std::vector<RowTask> tasks = plan_rows(batch);
   const bool shared = tasks.size() > 1 && tasks.size() * batch.vocab >= kSharedEntries;
-  const std::size_t blocks = shared ? std::min<std::size_t>(tasks.size(), 8 * std::size_t(omp_get_max_threads())) : 1;
+  const std::size_t blocks = shared ? std::min<std::size_t>(tasks.size(), 8 * std::size_t(openmp_max_threads())) : 1;
   std::vector<Verdict> parts(blocks);
 #pragma omp parallel for schedule(dynamic, 1) if (shared)
   for (std::size_t p = 0; p < blocks; ++p) {

@@ -14,12 +14,6 @@
 //   - rows < threads (decode) at small K: (row, chunk) pairs are scanned in parallel, each chunk
 //     with its own buffer; the thread that finishes a row's last chunk appends its chunks'
 //     survivors in chunk order and reduces their partials.
-#ifdef _OPENMP
-#include <omp.h>
-#else
-// Built without OpenMP (LOGPROBS_OPENMP=OFF, the fuzz build): the pragmas drop out, one thread.
-static int omp_get_max_threads() { return 1; }
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +26,7 @@ static int omp_get_max_threads() { return 1; }
 #include "candidate_buffer.hpp"
 #include "hwy/targets.h"
 #include "logprobs/backend.hpp"
+#include "logprobs/openmp.hpp"
 #include "row_kernel.hpp"
 
 namespace logprobs {
@@ -124,7 +119,7 @@ class CpuBackend final : public Backend {
 
   void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
     const std::vector<RowTask> tasks = plan_rows(batch);
-    if (chunk_count(batch.vocab) == 1 || tasks.size() >= std::uint64_t(omp_get_max_threads()) || k > kSplitMaxK) {
+    if (chunk_count(batch.vocab) == 1 || tasks.size() >= std::uint64_t(openmp_max_threads()) || k > kSplitMaxK) {
       whole_rows(batch, tasks, k, out);
     } else {
       split_rows(batch, tasks, k, out);
