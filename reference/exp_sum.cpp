@@ -66,4 +66,20 @@ double sum_of_exponentials(const float* x, std::uint64_t n, double m) {
   return sum;
 }
 
+void rounded_exponentials(const float* x, std::uint64_t n, double m, float* e) {
+  using namespace Eigen::internal;
+  using Packet = packet_traits<double>::type;
+  constexpr std::uint64_t kWidth = unpacket_traits<Packet>::size;
+  constexpr std::uint64_t kBlock = 256;
+  alignas(64) double shifted[kBlock];
+  for (std::uint64_t begin = 0; begin < n; begin += kBlock) {
+    const std::uint64_t size = n - begin < kBlock ? n - begin : kBlock;
+    const std::uint64_t packets = (size + kWidth - 1) / kWidth * kWidth;
+    for (std::uint64_t j = 0; j < size; ++j) shifted[j] = double(x[begin + j]) - m;
+    for (std::uint64_t j = size; j < packets; ++j) shifted[j] = 0;  // the last packet's spare lanes
+    for (std::uint64_t j = 0; j < packets; j += kWidth) pstore(shifted + j, pexp(pload<Packet>(shifted + j)));
+    for (std::uint64_t j = 0; j < size; ++j) e[begin + j] = static_cast<float>(shifted[j]);
+  }
+}
+
 }  // namespace logprobs::exp_sum_targets::LOGPROBS_EXP_SUM_TARGET

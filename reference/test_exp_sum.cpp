@@ -71,6 +71,38 @@ TEST(ExpSum, EveryBuildGivesTheBaselinesBits) {
   }
 }
 
+// SPEC §5's e_j: each build's rounded exponentials are the baseline's bits, and each is exp(x_j - m)
+// rounded to f32 but for the rare entry whose exact value lies within pexp's error of an f32
+// rounding boundary, one f32 ulp away.
+TEST(ExpSum, RoundedExponentialsAreTheSameOnEveryBuildAndAreExp) {
+  const std::vector<Row> tested = all_rows();
+  const std::span<const ExpSumTarget> builds = exp_sum_builds();
+  std::uint64_t entries = 0, one_ulp = 0;
+  for (const Row& row : tested) {
+    if (!std::isfinite(row.m)) continue;
+    std::vector<float> want(row.x.size());
+    builds.back().exponentials(row.x.data(), row.x.size(), row.m, want.data());
+    for (std::uint64_t j = 0; j < row.x.size(); ++j) {
+      if (std::isnan(row.x[j]) || row.x[j] == kInf) continue;  // rows the calibration never sums
+      const float libm = static_cast<float>(std::exp(double(row.x[j]) - row.m));
+      const std::int64_t apart = std::int64_t(std::bit_cast<std::uint32_t>(want[j])) -
+                                 std::int64_t(std::bit_cast<std::uint32_t>(libm));
+      ASSERT_LE(std::abs(apart), 1) << "x = " << row.x[j] << ", m = " << row.m;
+      ++entries;
+      one_ulp += apart != 0;
+    }
+    for (const ExpSumTarget& build : builds) {
+      if (!build.runs_here) continue;
+      std::vector<float> got(row.x.size());
+      build.exponentials(row.x.data(), row.x.size(), row.m, got.data());
+      for (std::uint64_t j = 0; j < row.x.size(); ++j)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[j]), std::bit_cast<std::uint32_t>(want[j]))
+            << build.name << " at V = " << row.x.size() << ", entry " << j;
+    }
+  }
+  EXPECT_LT(one_ulp * 100000, entries) << one_ulp << " of " << entries << " entries one ulp from the C library's";
+}
+
 // Before exp_sum.cpp the reference summed with this expression, compiled for SSE2 (as this test
 // is, unless the build's flags ask for more), whose reduction order exp_sum.cpp writes out.
 TEST(ExpSum, BaselineIsTheEigenExpressionOnSse2) {
