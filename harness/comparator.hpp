@@ -168,6 +168,10 @@ inline Verdict compare_result(const BatchData& batch, std::uint32_t k, const Res
 // else within row.allowed(want) of `want`, the reference's value.
 bool value_agrees(float got, float want, const RowTolerance& row);
 
+// |got - want| / row.allowed(want), the share of the tolerance a value uses (infinite where none
+// is allowed); 0 where either is NaN or infinite, which must match exactly.
+double share_used(float got, float want, const RowTolerance& row);
+
 // The largest finite x of a row, 0 when it has none: SPEC §5's m.
 double largest_finite_logit(std::span<const float> x);
 

@@ -215,6 +215,40 @@ TEST(CalibratedTolerance, TheReportSaysOnWhichKindOfRowTheToleranceWasUsed) {
   EXPECT_STREQ(row_shape(std::vector<float>(10, 1.0f)).kind(), "flat");
 }
 
+// The comparator calibrates a row only where that can change what it finds (harness/comparator.cpp:
+// judge_values); its figures must be those of calibrating every row. Rows of every kind, in one
+// block of rows (small enough not to be shared), the largest share on a late row.
+TEST(CalibratedTolerance, TheFiguresAreThoseOfCalibratingEveryRow) {
+  std::vector<std::vector<float>> rows;
+  for (std::uint32_t i = 0; i < 12; ++i)
+    rows.push_back(i % 3 == 2 ? confident_row(1024, 10.0f + float(i), i) : spread_row(1024, float(i) - 6, i));
+  const BatchData b = batch_of(rows);
+  const ResultData ref = run_backend(reference_backend(), b, 1);
+  for (const float shift : {0.0f, 3e-7f, 2e-6f}) {
+    ResultData got = lane_kernel(b, 4, shift);
+    got.lp_logits[9 * 2] += 4e-7f;  // a late row that uses more of its tolerance than the others
+    double want_share = 0;
+    std::uint64_t want_row = 0;
+    for (std::uint64_t o = 0; o < b.rows; ++o) {
+      const RowTolerance t = row_tolerance(rows[o], {});
+      for (std::uint64_t slot = 0; slot < 2; ++slot) {
+        ASSERT_EQ(got.token(o, slot), ref.token(o, slot));
+        const double share = share_used(got.value(o, slot), ref.value(o, slot), t);
+        if (share > want_share) want_share = share, want_row = o;
+      }
+    }
+    const Verdict v = compare_result(b, 1, ref, got);
+    ASSERT_TRUE(v.stats.max_tolerance_row.has_value());
+    EXPECT_EQ(v.stats.max_tolerance_used, want_share) << "shift " << shift;
+    EXPECT_EQ(v.stats.max_tolerance_row->output_row, want_row) << "shift " << shift;
+    EXPECT_EQ(v.stats.max_tolerance_row->tolerance.dev, row_tolerance(rows[want_row], {}).dev);
+    EXPECT_EQ(v.ok(), want_share <= 1) << "shift " << shift;
+    for (const Violation& violation : v.violations)
+      EXPECT_EQ(violation.tolerance.dev, row_tolerance(rows[violation.output_row], {}).dev)
+          << "a failing row is calibrated";
+  }
+}
+
 TEST(CalibratedTolerance, RowsWhoseNormalizerIsNaNAreNotCalibrated) {
   std::vector<float> x = confident_row(4096, 16.0f);
   x[7] = std::numeric_limits<float>::quiet_NaN();
