@@ -148,12 +148,17 @@ class RowReader {
     norm_ = normalizer_of(x_);
     tol_ = row_tolerance(x_, tolerance_);
     read_slots();
+    // The K largest candidates by a partial sort (a whole sort of the row, sorted_candidates(),
+    // only where a fingerprint needs it: 5 ms a row at V = 128256).
+    sorted_ = false;
     top_.clear();
-    for (const float v : x_)
-      if (k_ > 0 && is_candidate(v)) top_.push_back(v);
-    sorted_candidates_ = top_;
-    std::sort(sorted_candidates_.begin(), sorted_candidates_.end(), std::greater<>());
-    top_.assign(sorted_candidates_.begin(), sorted_candidates_.begin() + std::min<std::size_t>(k_, top_.size()));
+    if (k_ > 0) {
+      for (const float v : x_)
+        if (is_candidate(v)) top_.push_back(v);
+      const std::size_t kept = std::min<std::size_t>(k_, top_.size());
+      std::partial_sort(top_.begin(), top_.begin() + std::ptrdiff_t(kept), top_.end(), std::greater<>());
+      top_.resize(kept);
+    }
 
     auto& seen = row.seen;
     const auto at = [&](BugClass bug) -> std::optional<Observation>& { return seen[static_cast<int>(bug)]; };
@@ -464,18 +469,20 @@ class RowReader {
     return o;
   }
 
-  // 1 + the number of candidates with a larger x: where x_t stands in the row.
+  // 1 + the number of candidates with a larger x: where x_t stands in the row (sorted_candidates()
+  // called first).
   double position_of(float v) const {
     return 1 + double(std::upper_bound(sorted_candidates_.begin(), sorted_candidates_.end(), v, std::greater<>()) -
                       sorted_candidates_.begin()) -
            double(std::count(sorted_candidates_.begin(), sorted_candidates_.end(), v));
   }
 
-  std::optional<Observation> topk_not_exact(RuleMask rules) const {
+  std::optional<Observation> topk_not_exact(RuleMask rules) {
     if (!(rules & bit(Rule::not_top)) ||
         (rules & (bit(Rule::token_range) | bit(Rule::duplicate_token) | bit(Rule::not_candidate) |
                   bit(Rule::padding_count))))
       return std::nullopt;
+    sorted_candidates();  // for position_of
     std::multiset<float, std::greater<>> missing(top_.begin(), top_.end());
     double outside = 0, worst_position = 0;
     for (std::uint64_t slot = 0; slot < k_; ++slot) {
@@ -522,7 +529,7 @@ class RowReader {
     norm_ = normalizer_of(x_);
     tol_ = row_tolerance(x_, tolerance_);
     read_slots();
-    std::optional<Shift> s = shift(bit(Rule::value));
+    std::optional<Shift> s = shift(bit(Rule::value), false);
     if (!s) return std::nullopt;
     double allowed = 0;
     for (const SlotValue& v : slots_)
@@ -535,7 +542,20 @@ class RowReader {
 
  private:
 
-  std::optional<Shift> shift(RuleMask rules) const {
+  // Every candidate x of the row, descending: sorted once per row, when first asked for.
+  const std::vector<float>& sorted_candidates() {
+    if (!sorted_) {
+      sorted_candidates_.clear();
+      for (const float v : x_)
+        if (is_candidate(v)) sorted_candidates_.push_back(v);
+      std::sort(sorted_candidates_.begin(), sorted_candidates_.end(), std::greater<>());
+      sorted_ = true;
+    }
+    return sorted_candidates_;
+  }
+
+  // `counts`: also the N and V' of a row whose values are too high (not for a witness).
+  std::optional<Shift> shift(RuleMask rules, bool counts = true) {
     if (norm_.nan_row || !(rules & bit(Rule::value))) return std::nullopt;
     double lo = -kInf, hi = kInf;
     bool any = false;
@@ -559,20 +579,20 @@ class RowReader {
               ulp_f32(static_cast<float>(std::fabs(norm_.m) + std::log(double(batch_.vocab))));
     shift.log_total = norm_.m + norm_.log_sum;
     shift.masked = std::uint64_t(std::count(x_.begin(), x_.end(), -std::numeric_limits<float>::infinity()));
-    if (shift.d - shift.u > 0) {
-      // S e^-d against the row's partial sums: in index order (a truncated row), then largest first.
+    if (counts && shift.d - shift.u > 0) {
+      // S e^-d against the row's partial sums: in index order (a truncated row), then largest
+      // first (the candidates sorted once per row; -inf entries add nothing).
       std::vector<double> sums(x_.size());
       double total = 0;
       for (std::size_t j = 0; j < x_.size(); ++j) sums[j] = total += std::exp(double(x_[j]) - norm_.m);
       const double lo_sum = std::exp(norm_.log_sum - shift.d - shift.u);
       const double hi_sum = std::exp(norm_.log_sum - shift.d + shift.u);
       shift.prefix = counts_within(sums, lo_sum, hi_sum);
-      std::vector<double> e(x_.size());
-      for (std::size_t j = 0; j < x_.size(); ++j) e[j] = std::exp(double(x_[j]) - norm_.m);
-      std::sort(e.begin(), e.end(), std::greater<>());
+      const std::vector<float>& sorted = sorted_candidates();
+      sums.resize(sorted.size());
       total = 0;
-      for (std::size_t j = 0; j < e.size(); ++j) sums[j] = total += e[j];
-      shift.top_n = counts_within(sums, lo_sum, hi_sum);
+      for (std::size_t j = 0; j < sorted.size(); ++j) sums[j] = total += std::exp(double(sorted[j]) - norm_.m);
+      if (!sums.empty()) shift.top_n = counts_within(sums, lo_sum, hi_sum);
     }
     return shift;
   }
@@ -589,7 +609,8 @@ class RowReader {
   RowTolerance tol_;
   std::vector<SlotValue> slots_;
   std::vector<float> top_;                // the K largest candidate x, descending
-  std::vector<float> sorted_candidates_;  // every candidate x, descending
+  std::vector<float> sorted_candidates_;  // every candidate x, descending (sorted_candidates())
+  bool sorted_ = false;
   std::map<std::pair<std::uint64_t, std::uint32_t>, Normalizer> normalizers_;  // (logit row, item)
 };
 
