@@ -261,7 +261,10 @@ class RowJudge {
       if (slot == k_) {
         if (t == reference.token(o_, k_)) f(slot, t, v, reference.value(o_, k_));
       } else if (t == vocab) {
-        f(slot, t, v, padding_value);
+        // A padding value that is the padding value (-inf, or NaN in a row whose normalizer is
+        // NaN) agrees and counts in no figure: only one that is not needs judging. At K = 65535
+        // most slots of most rows are padding.
+        if (!(v == padding_value || (std::isnan(v) && std::isnan(padding_value)))) f(slot, t, v, padding_value);
       } else if (t < vocab && is_candidate(x[t])) {
         const auto it = ref_by_logit_.find(x[t]);
         if (it != ref_by_logit_.end()) f(slot, t, v, it->second);
