@@ -15,7 +15,6 @@
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "logprobs/openmp.hpp"
 #include "sum_calibration.hpp"
@@ -180,8 +179,12 @@ class RowJudge {
     if (got.token(o_, k_) != s)
       fail(Rule::last_token, k_, got.token(o_, k_),
            fmt::format("last slot token got {} want {} (the evaluated token)", got.token(o_, k_), s));
-    std::unordered_set<std::uint32_t> seen;
-    std::vector<std::pair<float, std::uint64_t>> reported;  // (x, slot) of each valid top token
+    // Which tokens this row has reported: one bit per token of V, set as they come and cleared
+    // again after the row (only the words that were set), so a row costs O(K), not O(V), and no
+    // hashing.
+    seen_.resize((batch_.vocab + 63) / 64);
+    std::vector<std::pair<float, std::uint64_t>>& reported = reported_;  // (x, slot) of each valid top token
+    reported.clear();
     std::uint64_t padding = 0;
     for (std::uint64_t slot = 0; slot < k_; ++slot) {
       const std::uint32_t t = got.token(o_, slot);
@@ -190,7 +193,7 @@ class RowJudge {
       } else if (t > vocab) {
         fail(Rule::token_range, slot, t,
              fmt::format("token got {} want a token below V = {} or padding {}", t, vocab, vocab));
-      } else if (!seen.insert(t).second) {
+      } else if (!first_time_seen(t)) {
         fail(Rule::duplicate_token, slot, t,
              fmt::format("token got {} want distinct top tokens ({} appears twice)", t, t));
       } else if (!is_candidate(x[t])) {
@@ -200,6 +203,8 @@ class RowJudge {
         reported.emplace_back(x[t], slot);
       }
     }
+    for (std::uint64_t slot = 0; slot < k_; ++slot)
+      if (const std::uint32_t t = got.token(o_, slot); t < vocab) seen_[t / 64] = 0;
     const std::uint64_t want_padding = k_ - facts_.top_logits.size();
     if (padding != want_padding)
       fail(Rule::padding_count, k_ == 0 ? 0 : k_ - 1, vocab,
@@ -218,6 +223,14 @@ class RowJudge {
         break;
       }
     }
+  }
+
+  bool first_time_seen(std::uint32_t t) {
+    std::uint64_t& word = seen_[t / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (t % 64);
+    if (word & bit) return false;
+    word |= bit;
+    return true;
   }
 
   void judge_rank(std::uint32_t s, const ResultData& got) {
@@ -329,7 +342,10 @@ class RowJudge {
   std::uint64_t b_ = 0;
   std::uint64_t o_ = 0;
   RowFacts facts_;
-  std::unordered_map<float, float> ref_by_logit_;  // for_each_value's, kept to reuse its memory
+  // Kept from row to row to reuse their memory: judge_tokens' and for_each_value's.
+  std::vector<std::uint64_t> seen_;
+  std::vector<std::pair<float, std::uint64_t>> reported_;
+  std::unordered_map<float, float> ref_by_logit_;
   std::optional<RowShape> shape_;  // of the row being judged, once needed
 };
 
