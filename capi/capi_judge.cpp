@@ -47,6 +47,8 @@ std::unique_ptr<logprobs_verdict> stored(Verdict&& verdict, const Tolerance& tol
   for (Diagnosis& d : diagnoses)
     owned->diagnoses.push_back({d.name(), std::move(d.rows), d.evidence, d.message()});
   owned->stats = verdict.stats;
+  owned->violations_found = verdict.violation_count;
+  owned->rule_counts = verdict.rule_counts;
   owned->tolerance = capi::from_tolerance(tolerance);
   owned->violations.reserve(verdict.violations.size());
   for (Violation& v : verdict.violations) {
@@ -81,6 +83,12 @@ const char* logprobs_rule_name(int32_t rule) {
 logprobs_status logprobs_judge(const logprobs_batch_view* batch, uint32_t k, const logprobs_result_view* got,
                                const logprobs_tolerance* tolerance, logprobs_verdict** verdict,
                                logprobs_error** error) {
+  return logprobs_judge_keeping(batch, k, got, tolerance, LOGPROBS_DEFAULT_KEPT_VIOLATIONS, verdict, error);
+}
+
+logprobs_status logprobs_judge_keeping(const logprobs_batch_view* batch, uint32_t k, const logprobs_result_view* got,
+                                       const logprobs_tolerance* tolerance, uint64_t max_kept,
+                                       logprobs_verdict** verdict, logprobs_error** error) {
   return guarded(error, [&] {
     required(verdict, "verdict");
     const RaggedBatch view = capi::to_batch(batch);
@@ -90,7 +98,7 @@ logprobs_status logprobs_judge(const logprobs_batch_view* batch, uint32_t k, con
     const ResultData result = packed_result(view, required(got, "got"));
     ResultData reference(shape.rows, shape.width);
     reference_backend().run(view, k, reference.view());
-    Verdict judged = compare_result(view, k, reference, result, judged_by);
+    Verdict judged = compare_result(view, k, reference, result, judged_by, {.max_kept = max_kept});
     // Only a failing verdict is diagnosed: a passing one costs nothing more.
     std::vector<Diagnosis> diagnoses;
     if (!judged.ok()) diagnoses = diagnose(view, k, result, judged, judged_by);
@@ -99,7 +107,16 @@ logprobs_status logprobs_judge(const logprobs_batch_view* batch, uint32_t k, con
 }
 
 int32_t logprobs_verdict_ok(const logprobs_verdict* verdict) {
-  return verdict != nullptr && verdict->violations.empty() ? 1 : 0;
+  return verdict != nullptr && verdict->violations_found == 0 ? 1 : 0;
+}
+
+uint64_t logprobs_verdict_violations_found(const logprobs_verdict* verdict) {
+  return verdict == nullptr ? 0 : verdict->violations_found;
+}
+
+uint64_t logprobs_verdict_rule_count(const logprobs_verdict* verdict, int32_t rule) {
+  if (verdict == nullptr || rule < LOGPROBS_RULE_SHAPE || rule > LOGPROBS_RULE_GREEDY_EXACT) return 0;
+  return verdict->rule_counts[static_cast<std::size_t>(rule)];
 }
 
 uint64_t logprobs_verdict_violation_count(const logprobs_verdict* verdict) {
@@ -112,7 +129,8 @@ logprobs_status logprobs_verdict_violation(const logprobs_verdict* verdict, uint
     const logprobs_verdict& v = required(verdict, "verdict");
     if (index >= v.violations.size())
       throw Failure(LOGPROBS_INVALID_ARGUMENT,
-                    fmt::format("violation index {} is past the end ({} violations)", index, v.violations.size()));
+                    fmt::format("violation index {} is past the end ({} violations kept of {})", index,
+                                v.violations.size(), v.violations_found));
     const StoredViolation& s = v.violations[index];
     logprobs_violation& out = required(violation, "violation");
     out.rule = static_cast<std::int32_t>(s.rule);

@@ -55,7 +55,9 @@ struct StoredDiagnosis {
 };
 
 struct logprobs_verdict {
-  std::vector<StoredViolation> violations;
+  std::vector<StoredViolation> violations;  // the first ones kept
+  std::uint64_t violations_found = 0;       // all of them
+  std::array<std::uint64_t, logprobs::kRuleCount> rule_counts{};
   std::vector<StoredDiagnosis> diagnoses;  // the diagnosis of a failing verdict (diagnosis.hpp)
   logprobs::ErrorStats stats;
   logprobs_tolerance tolerance;

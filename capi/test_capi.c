@@ -194,6 +194,28 @@ static void reference_and_judging(void) {
   CHECK(failures, first_rule(&b.view, 3, &packed) == LOGPROBS_RULE_SHAPE);
   packed.rows = 2;
 
+  { /* Every token out of range: all counted (a row: last_token, 3 token_range), 2 kept, then none. */
+    logprobs_verdict* verdict = NULL;
+    logprobs_violation first;
+    uint32_t saved[8];
+    memcpy(saved, lp_tokens, sizeof saved);
+    for (int i = 0; i < 8; ++i) lp_tokens[i] = 9;
+    CHECK(failures, logprobs_judge_keeping(&b.view, 3, &packed, NULL, 2, &verdict, NULL) == LOGPROBS_OK &&
+                        !logprobs_verdict_ok(verdict) && logprobs_verdict_violation_count(verdict) == 2 &&
+                        logprobs_verdict_violations_found(verdict) == 8 &&
+                        logprobs_verdict_rule_count(verdict, LOGPROBS_RULE_TOKEN_RANGE) == 6 &&
+                        logprobs_verdict_rule_count(verdict, LOGPROBS_RULE_LAST_TOKEN) == 2 &&
+                        logprobs_verdict_rule_count(verdict, 99) == 0);
+    CHECK(failures, logprobs_verdict_violation(verdict, 0, &first, NULL) == LOGPROBS_OK &&
+                        first.rule == LOGPROBS_RULE_LAST_TOKEN && first.output_row == 0 &&
+                        logprobs_verdict_violation(verdict, 2, &first, NULL) == LOGPROBS_INVALID_ARGUMENT);
+    logprobs_verdict_free(verdict);
+    CHECK(failures, logprobs_judge_keeping(&b.view, 3, &packed, NULL, 0, &verdict, NULL) == LOGPROBS_OK &&
+                        !logprobs_verdict_ok(verdict) && logprobs_verdict_violation_count(verdict) == 0);
+    logprobs_verdict_free(verdict);
+    memcpy(lp_tokens, saved, sizeof saved);
+  }
+
   {
     logprobs_verdict* verdict = NULL;
     logprobs_stats stats;

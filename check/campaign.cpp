@@ -109,7 +109,8 @@ class Campaign {
         // Only the cell's first failure is reported, so only it is diagnosed.
         const Diagnose diagnosis = cell(b, i).first_failure.empty() ? Diagnose::when_failing : Diagnose::no;
         const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance,
-                                                     canonical ? &*canonical : nullptr, diagnosis);
+                                                     canonical ? &*canonical : nullptr, diagnosis,
+                                                     {.max_kept = kFirstViolations});
         cell(b, i).add(outcome);
         if (!outcome.ok()) {
           cell(b, i).note_failure(origin.text, outcome);
@@ -126,7 +127,7 @@ class Campaign {
     const Backend* const alone[] = {&backend};
     const std::optional<ResultData> canonical = canonical_result(alone, batch, k, ranks);
     return judge_backend(backend, batch, k, ranks, run_backend(reference_backend(), batch, k), options_.tolerance,
-                         canonical ? &*canonical : nullptr, diagnosis);
+                         canonical ? &*canonical : nullptr, diagnosis, {.max_kept = kFirstViolations});
   }
 
   void on_failure(const Backend& backend, std::uint32_t k, const BatchData& batch, const Origin& origin) {
@@ -181,7 +182,8 @@ class Campaign {
     file.reproduces = !outcome.ok();
     if (!outcome.error.empty()) file.first_violations.push_back("threw: " + outcome.error);
     if (!outcome.canonical_difference.empty()) file.first_violations.push_back(outcome.canonical_difference);
-    for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < 5; ++i)
+    for (std::size_t i = 0; i < outcome.verdict.violations.size() && file.first_violations.size() < kFirstViolations;
+         ++i)
       file.first_violations.push_back(outcome.verdict.violations[i].message());
     file.diagnoses = outcome.diagnoses;
 

@@ -157,16 +157,20 @@ void charge_results(MemoryBudget& budget, const FileArgs& args, const BatchFile&
                                            shape.width, k, ranks ? " with ranks" : ""));
 }
 
-void print_violations(const std::string& label, const BackendOutcome& outcome, std::size_t max_violations) {
+// The kept violations (--max-violations of them at most), then how many were counted by rule.
+void print_violations(const std::string& label, const BackendOutcome& outcome) {
   if (!outcome.skipped.empty())
     fmt::print("{}skipped: the batch needs {}, which it does not implement (SPEC §4)\n", label, outcome.skipped);
   if (!outcome.error.empty()) fmt::print("{}threw: {}\n", label, outcome.error);
   if (!outcome.canonical_difference.empty()) fmt::print("{}{}\n", label, outcome.canonical_difference);
-  const auto& violations = outcome.verdict.violations;
-  for (std::size_t i = 0; i < violations.size() && i < max_violations; ++i)
-    fmt::print("{}{}\n", label, violations[i].message());
-  if (violations.size() > max_violations)
-    fmt::print("{}... and {} more violations\n", label, violations.size() - max_violations);
+  const Verdict& verdict = outcome.verdict;
+  for (const Violation& v : verdict.violations) fmt::print("{}{}\n", label, v.message());
+  if (verdict.dropped() == 0) return;
+  std::vector<std::string> by_rule;
+  for (std::size_t r = 0; r < kRuleCount; ++r)
+    if (verdict.rule_counts[r] > 0) by_rule.push_back(fmt::format("{}: {}", rule_name(Rule(r)), verdict.rule_counts[r]));
+  fmt::print("{}... {} violations counted ({}), the first {} kept and listed (--max-violations)\n", label,
+             verdict.violation_count, fmt::join(by_rule, ", "), verdict.violations.size());
 }
 
 // The table, the verdict line and (when asked) the JSON and JUnit reports of `compare` and `verify`.
@@ -306,8 +310,9 @@ int verify_command(const FileArgs& args) {
   charge_results(budget, args, file, k, 1, false);  // the reference's
   BackendOutcome outcome;
   // The diagnosis reads the failing rows again; a passing verdict costs nothing more.
+  const KeptViolations kept{.max_kept = args.max_violations, .budget = &budget};
   const auto judge = [&](const ResultData& result) {
-    outcome.verdict = judge_against_reference(file.batch, k, result, args.tolerance);
+    outcome.verdict = judge_against_reference(file.batch, k, result, args.tolerance, kept);
     if (!outcome.verdict.ok()) outcome.diagnoses = diagnose(file.batch.view(), k, result, outcome.verdict, args.tolerance);
   };
   if (got.layout == ResultLayout::packed) {
@@ -316,7 +321,7 @@ int verify_command(const FileArgs& args) {
     budget.charge((got.split.rows * (got.split.k + 1)) * 8, fmt::format("{}: its packed copy", args.result));
     judge(got.as_packed(file.batch.view()));
   }
-  print_violations("", outcome, args.max_violations);
+  print_violations("", outcome);
   // The row names what produced the result: `run` records its backend in the metadata.
   const auto producer = got.metadata.find("backend");
   std::vector<CellSummary> cells;
@@ -352,9 +357,12 @@ int compare_command(const FileArgs& args) {
     if (!args.backends.empty() && !lacking.empty())
       throw UnsupportedPart(
           fmt::format("backend {} does not implement {}, which {} needs", backend->name(), lacking, args.input));
-    const BackendOutcome outcome = judge_backend(*backend, file.batch, k, args.ranks, reference, args.tolerance,
-                                                 canonical ? &*canonical : nullptr);
-    print_violations(fmt::format("{}: ", backend->name()), outcome, args.max_violations);
+    // Each backend's verdict is charged while it is held, and given back after.
+    MemoryBudget verdict_budget(budget.left());
+    const BackendOutcome outcome =
+        judge_backend(*backend, file.batch, k, args.ranks, reference, args.tolerance, canonical ? &*canonical : nullptr,
+                      Diagnose::when_failing, {.max_kept = args.max_violations, .budget = &verdict_budget});
+    print_violations(fmt::format("{}: ", backend->name()), outcome);
     cells.emplace_back(std::string(backend->name()), k);
     cells.back().add(outcome);
     if (!outcome.ok()) cells.back().note_failure(args.input, outcome);

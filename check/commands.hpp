@@ -63,7 +63,7 @@ struct FileArgs {
   std::vector<std::string> backends;
   std::string json;
   std::string junit;
-  std::size_t max_violations = 20;
+  std::uint64_t max_violations = 20;  // kept (and listed) per verdict; every one is counted
   Tolerance tolerance;
   std::string program = "logprobs-check";  // how replay lines name this tool
   std::uint64_t memory_budget = 0;         // bytes the files may make the command allocate

@@ -203,7 +203,8 @@ int run_main(int argc, char** argv) {
   add_k_options(*verify, verify_args.k, "the batch file's metadata, else the result file's");
   verify->add_option("--json", verify_args.json, "also write the verdict as JSON to this file");
   verify->add_option("--junit", verify_args.junit, "also write the verdict as JUnit XML to this file");
-  verify->add_option("--max-violations", verify_args.max_violations, "violations listed at most")
+  verify->add_option("--max-violations", verify_args.max_violations,
+                     "violations kept and listed at most (all are counted)")
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*verify, verify_args.tolerance);
@@ -217,7 +218,8 @@ int run_main(int argc, char** argv) {
       ->delimiter(',');
   compare->add_option("--json", compare_args.json, "also write the results as JSON to this file");
   compare->add_option("--junit", compare_args.junit, "also write the results as JUnit XML to this file");
-  compare->add_option("--max-violations", compare_args.max_violations, "violations listed per backend at most")
+  compare->add_option("--max-violations", compare_args.max_violations,
+                      "violations kept and listed per backend at most (all are counted)")
       ->transform(kPlainDecimal)
       ->capture_default_str();
   add_tolerance_options(*compare, compare_args.tolerance);

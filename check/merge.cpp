@@ -114,6 +114,11 @@ void add_cell(CellSummary& sum, const CellSummary& part, std::size_t index) {
   add_count(sum.cases, part.cases, field("cases"));
   add_count(sum.skipped, part.skipped, field("skipped"));
   add_count(sum.failures, part.failures, field("failures"));
+  add_count(sum.violations, part.violations, field("violations"));
+  add_count(sum.violations_kept, part.violations_kept, field("violations_kept"));
+  for (std::size_t r = 0; r < kRuleCount; ++r)
+    add_count(sum.violations_by_rule[r], part.violations_by_rule[r],
+              field(fmt::format("violations_by_rule.{}", rule_name(static_cast<Rule>(r))).c_str()));
   std::uint64_t rows = sum.stats.rows, values = sum.stats.values;
   add_count(rows, part.stats.rows, field("rows"));
   add_count(values, part.stats.values, field("values"));
@@ -158,7 +163,7 @@ MergedCampaign merge_campaigns(std::vector<CampaignRun> runs, MemoryBudget* budg
   // bytes a value.
   if (budget) {
     std::uint64_t bytes = 0;
-    for (const CellSummary& cell : merged.cells) bytes += 2 * held_bytes(cell) + 80 * 32;
+    for (const CellSummary& cell : merged.cells) bytes += 2 * held_bytes(cell) + 80 * 48;
     for (const CounterexampleFile& f : merged.counterexamples) bytes += held_bytes(f) + 80 * 16;
     budget->charge(bytes, fmt::format("the merge of {} reports: its {} results and {} counterexamples", runs.size(),
                                       merged.cells.size(), merged.counterexamples.size()));

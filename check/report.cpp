@@ -81,6 +81,14 @@ Tolerance tolerance_from_json(const nlohmann::json& json) {
           .floor = json.at("floor").get<double>()};
 }
 
+// The rules broken, each with its count (those never broken left out).
+nlohmann::json by_rule_json(const std::array<std::uint64_t, kRuleCount>& counts) {
+  nlohmann::json json = nlohmann::json::object();
+  for (std::size_t r = 0; r < kRuleCount; ++r)
+    if (counts[r] > 0) json[rule_name(static_cast<Rule>(r))] = counts[r];
+  return json;
+}
+
 nlohmann::json to_json(const CellSummary& cell) {
   return {{"backend", cell.backend},
           {"k", cell.k},
@@ -95,6 +103,9 @@ nlohmann::json to_json(const CellSummary& cell) {
           {"max_tolerance_row",
            cell.stats.max_tolerance_row ? to_json(*cell.stats.max_tolerance_row) : nlohmann::json(nullptr)},
           {"failures", cell.failures},
+          {"violations", cell.violations},
+          {"violations_kept", cell.violations_kept},
+          {"violations_by_rule", by_rule_json(cell.violations_by_rule)},
           {"seconds", cell.seconds},
           {"first_failure", cell.first_failure},
           {"first_violations", cell.first_violations},
@@ -115,6 +126,13 @@ CellSummary cell_from_json(const nlohmann::json& json) {
   if (const nlohmann::json& at = json.at("max_tolerance_row"); !at.is_null())
     cell.stats.max_tolerance_row = row_location_from_json(at);
   cell.failures = json.at("failures").get<std::uint64_t>();
+  cell.violations = json.at("violations").get<std::uint64_t>();
+  cell.violations_kept = json.at("violations_kept").get<std::uint64_t>();
+  for (const auto& [name, count] : json.at("violations_by_rule").items()) {
+    const std::optional<Rule> rule = rule_from_name(name);
+    if (!rule) throw nlohmann::json::other_error::create(501, "unknown rule '" + name + "'", &json);
+    cell.violations_by_rule[static_cast<std::size_t>(*rule)] = count.get<std::uint64_t>();
+  }
   cell.seconds = json.at("seconds").get<double>();
   cell.first_failure = json.value("first_failure", std::string());
   cell.first_violations = json.value("first_violations", std::vector<std::string>());
@@ -131,6 +149,9 @@ void CellSummary::add(const BackendOutcome& outcome) {
   }
   ++cases;
   if (!outcome.ok()) ++failures;
+  violations += outcome.verdict.violation_count;
+  violations_kept += outcome.verdict.violations.size();
+  for (std::size_t r = 0; r < kRuleCount; ++r) violations_by_rule[r] += outcome.verdict.rule_counts[r];
   stats.merge(outcome.verdict.stats);
   seconds += outcome.seconds;
 }
@@ -140,7 +161,7 @@ void CellSummary::note_failure(const std::string& origin, const BackendOutcome& 
   first_failure = origin;
   if (!outcome.error.empty()) first_violations.push_back("threw: " + outcome.error);
   if (!outcome.canonical_difference.empty()) first_violations.push_back(outcome.canonical_difference);
-  for (std::size_t i = 0; i < outcome.verdict.violations.size() && first_violations.size() < 5; ++i)
+  for (std::size_t i = 0; i < outcome.verdict.violations.size() && first_violations.size() < kFirstViolations; ++i)
     first_violations.push_back(outcome.verdict.violations[i].message());
   first_diagnoses = outcome.diagnoses;
 }

@@ -3,6 +3,7 @@
 // replay line needs to reach the same verdict.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,10 @@ struct CellSummary {
   std::uint64_t skipped = 0;           // cases needing an optional part the backend lacks (SPEC §4)
   std::set<std::string> skip_reasons;  // those parts
   std::uint64_t failures = 0;  // cases with a violation or a thrown error
+  // The violations of its cases: all counted (and by rule), and those their verdicts kept.
+  std::uint64_t violations = 0;
+  std::uint64_t violations_kept = 0;
+  std::array<std::uint64_t, kRuleCount> violations_by_rule{};
   ErrorStats stats;
   double seconds = 0;
   std::string first_failure;                  // where the first failing case came from
@@ -38,6 +43,10 @@ struct CellSummary {
 };
 
 std::uint64_t total_failures(std::span<const CellSummary> cells);
+
+// How many violations a cell reports of its first failing case, and so how many the campaign's
+// verdicts keep (all are counted).
+inline constexpr std::size_t kFirstViolations = 5;
 
 // A failing case, shrunk where it was random, written as a batch file that replays it.
 struct CounterexampleFile {

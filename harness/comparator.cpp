@@ -150,8 +150,10 @@ bool same_value_bits(float a, float b) {
 
 class RowJudge {
  public:
-  RowJudge(const RaggedBatch& batch, std::uint32_t k, const Tolerance& tolerance, Verdict& verdict)
-      : batch_(batch), k_(k), width_(slots_per_row(k)), tolerance_(tolerance), verdict_(verdict) {}
+  // Counts every violation into `verdict`, keeping the first `keep` of them.
+  RowJudge(const RaggedBatch& batch, std::uint32_t k, const Tolerance& tolerance, Verdict& verdict,
+           std::uint64_t keep)
+      : batch_(batch), k_(k), width_(slots_per_row(k)), tolerance_(tolerance), verdict_(verdict), keep_(keep) {}
 
   void judge(const RowTask& task, const ResultData& reference, const ResultData& got) {
     b_ = task.batch_item;
@@ -166,8 +168,14 @@ class RowJudge {
   }
 
  private:
-  void fail(Rule rule, std::uint64_t slot, std::uint32_t token, std::string what) {
-    verdict_.violations.push_back({rule, b_, o_, slot, token, std::move(what), facts_.calibrated(tolerance_)});
+  // `what()` gives the violation's text, formatted only when it is kept (a result wrong at every
+  // slot has millions that are only counted).
+  template <typename Text>
+  void fail(Rule rule, std::uint64_t slot, std::uint32_t token, const Text& what) {
+    ++verdict_.violation_count;
+    ++verdict_.rule_counts[static_cast<std::size_t>(rule)];
+    if (verdict_.violations.size() < keep_)
+      verdict_.violations.push_back({rule, b_, o_, slot, token, what(), facts_.calibrated(tolerance_)});
     auto& rows = verdict_.failed_rows;
     if (rows.empty() || rows.back().output_row != o_) rows.push_back({o_, 0});
     rows.back().rules |= 1u << static_cast<unsigned>(rule);
@@ -178,7 +186,7 @@ class RowJudge {
     const std::vector<float>& x = facts_.x;
     if (got.token(o_, k_) != s)
       fail(Rule::last_token, k_, got.token(o_, k_),
-           fmt::format("last slot token got {} want {} (the evaluated token)", got.token(o_, k_), s));
+           [&] { return fmt::format("last slot token got {} want {} (the evaluated token)", got.token(o_, k_), s); });
     // Which tokens this row has reported: one bit per token of V, set as they come and cleared
     // again after the row (only the words that were set), so a row costs O(K), not O(V), and no
     // hashing.
@@ -192,13 +200,13 @@ class RowJudge {
         ++padding;
       } else if (t > vocab) {
         fail(Rule::token_range, slot, t,
-             fmt::format("token got {} want a token below V = {} or padding {}", t, vocab, vocab));
+             [&] { return fmt::format("token got {} want a token below V = {} or padding {}", t, vocab, vocab); });
       } else if (!first_time_seen(t)) {
         fail(Rule::duplicate_token, slot, t,
-             fmt::format("token got {} want distinct top tokens ({} appears twice)", t, t));
+             [&] { return fmt::format("token got {} want distinct top tokens ({} appears twice)", t, t); });
       } else if (!is_candidate(x[t])) {
         fail(Rule::not_candidate, slot, t,
-             fmt::format("token got {} with logit {} want a candidate (logit not NaN, > -inf)", t, x[t]));
+             [&] { return fmt::format("token got {} with logit {} want a candidate (logit not NaN, > -inf)", t, x[t]); });
       } else {
         reported.emplace_back(x[t], slot);
       }
@@ -208,8 +216,8 @@ class RowJudge {
     const std::uint64_t want_padding = k_ - facts_.top_logits.size();
     if (padding != want_padding)
       fail(Rule::padding_count, k_ == 0 ? 0 : k_ - 1, vocab,
-           fmt::format("padding count got {} want {} ({} candidates for K = {})", padding, want_padding,
-                       facts_.top_logits.size(), k_));
+           [&] { return fmt::format("padding count got {} want {} ({} candidates for K = {})", padding, want_padding,
+                       facts_.top_logits.size(), k_); });
     // Multiset of reported x against the K largest: compare both sorted descending; the first
     // place where they differ names the slot that holds an x too small.
     std::sort(reported.begin(), reported.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -217,9 +225,9 @@ class RowJudge {
       const auto [logit, slot] = reported[i];
       if (logit != facts_.top_logits[i]) {
         fail(Rule::not_top, slot, got.token(o_, slot),
-             fmt::format("top token got {} with logit {} want a token with logit {} (the K largest candidate logits "
+             [&] { return fmt::format("top token got {} with logit {} want a token with logit {} (the K largest candidate logits "
                          "are not all reported)",
-                         got.token(o_, slot), logit, facts_.top_logits[i]));
+                         got.token(o_, slot), logit, facts_.top_logits[i]); });
         break;
       }
     }
@@ -238,7 +246,7 @@ class RowJudge {
     const std::uint32_t rank = got.lp_ranks[o_];
     if (rank != want)
       fail(Rule::rank, k_, s,
-           fmt::format("rank of token {} got {} want {} (the number of x_j >= x_s = {})", s, rank, want, facts_.x[s]));
+           [&] { return fmt::format("rank of token {} got {} want {} (the number of x_j >= x_s = {})", s, rank, want, facts_.x[s]); });
   }
 
   void judge_greedy_exact(std::uint32_t s, const ResultData& got) {
@@ -248,9 +256,9 @@ class RowJudge {
       const float top = got.value(o_, slot);
       if (!same_value_bits(top, last))
         fail(Rule::greedy_exact, slot, s,
-             fmt::format("token {} is a top token with value {} but its last slot holds {} (greedy-exact: the same "
+             [&] { return fmt::format("token {} is a top token with value {} but its last slot holds {} (greedy-exact: the same "
                          "bits, {:#010x} vs {:#010x})",
-                         s, top, last, std::bit_cast<std::uint32_t>(top), std::bit_cast<std::uint32_t>(last)));
+                         s, top, last, std::bit_cast<std::uint32_t>(top), std::bit_cast<std::uint32_t>(last)); });
     }
   }
 
@@ -313,7 +321,7 @@ class RowJudge {
     if (std::isnan(want) || std::isinf(want) || std::isnan(got) || std::isinf(got)) {
       if (!agrees)
         fail(Rule::value, slot, t,
-             fmt::format("token {} got {} want {} (NaN and infinities must match exactly)", t, got, want));
+             [&] { return fmt::format("token {} got {} want {} (NaN and infinities must match exactly)", t, got, want); });
       return;
     }
     const double error = std::fabs(double(got) - double(want));
@@ -329,9 +337,9 @@ class RowJudge {
     }
     if (!agrees)
       fail(Rule::value, slot, t,
-           fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g}; sum_err {:.3g} by the {} rule{})", t,
+           [&] { return fmt::format("token {} got {} want {} (value off by {:.3g} > {:.3g}; sum_err {:.3g} by the {} rule{})", t,
                        got, want, error, row.allowed(want), row.sum_err, sum_rule_name(row.sum_rule),
-                       row.sum_rule == SumRule::calibrated ? fmt::format(", dev {:.3g}", row.dev) : ""));
+                       row.sum_rule == SumRule::calibrated ? fmt::format(", dev {:.3g}", row.dev) : ""); });
   }
 
   const RaggedBatch& batch_;
@@ -339,6 +347,7 @@ class RowJudge {
   const std::uint64_t width_;
   const Tolerance& tolerance_;
   Verdict& verdict_;
+  const std::uint64_t keep_;
   std::uint64_t b_ = 0;
   std::uint64_t o_ = 0;
   RowFacts facts_;
@@ -372,6 +381,12 @@ const char* rule_name(Rule rule) {
       return "greedy_exact";
   }
   return "unknown";
+}
+
+std::optional<Rule> rule_from_name(std::string_view name) {
+  for (std::size_t r = 0; r < kRuleCount; ++r)
+    if (name == rule_name(static_cast<Rule>(r))) return static_cast<Rule>(r);
+  return std::nullopt;
 }
 
 std::string Violation::message() const {
@@ -481,21 +496,27 @@ std::uint32_t rank_of(std::span<const float> x, std::uint32_t s) {
 }
 
 Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultData& reference, const ResultData& got,
-                       const Tolerance& tolerance) {
+                       const Tolerance& tolerance, const KeptViolations& kept) {
   const OutputShape shape = validate_batch(batch, k);
   if (!has_shape(reference, shape.rows, shape.width))
     throw std::invalid_argument(fmt::format("compare_result: reference result is [{}, {}], want [{}, {}]",
                                             reference.rows, reference.width, shape.rows, shape.width));
+  if (kept.budget != nullptr)
+    kept.budget->charge(verdict_bytes(shape.rows, shape.width, kept.max_kept),
+                        fmt::format("the verdict ({} violations kept at most, and every failed row)", kept.max_kept));
   Verdict verdict;
   if (!has_shape(got, shape.rows, shape.width)) {
-    verdict.violations.push_back(
-        {Rule::shape, 0, 0, 0, 0,
-         fmt::format("result shape got [{}, {}] with {} values, {} tokens{} want [{}, {}] (N = lp_output_offsets[B], "
-                     "W = K + 1){}",
-                     got.rows, got.width, got.lp_logits.size(), got.lp_tokens.size(),
-                     got.ranks ? fmt::format(" and {} ranks", got.lp_ranks.size()) : "", shape.rows, shape.width,
-                     got.ranks ? ", ranks [N]" : ""),
-         RowTolerance{}});
+    verdict.violation_count = 1;
+    verdict.rule_counts[static_cast<std::size_t>(Rule::shape)] = 1;
+    if (kept.max_kept > 0)
+      verdict.violations.push_back(
+          {Rule::shape, 0, 0, 0, 0,
+           fmt::format("result shape got [{}, {}] with {} values, {} tokens{} want [{}, {}] (N = "
+                       "lp_output_offsets[B], W = K + 1){}",
+                       got.rows, got.width, got.lp_logits.size(), got.lp_tokens.size(),
+                       got.ranks ? fmt::format(" and {} ranks", got.lp_ranks.size()) : "", shape.rows, shape.width,
+                       got.ranks ? ", ranks [N]" : ""),
+           RowTolerance{}});
     return verdict;
   }
   // A batch worth sharing (as the reference's: reference/row_backend.cpp) is judged on every core,
@@ -504,20 +525,69 @@ Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultDa
   const std::vector<RowTask> tasks = plan_rows(batch);
   const bool shared = tasks.size() > 1 && tasks.size() * batch.vocab >= kSharedEntries;
   const std::size_t blocks = shared ? std::min<std::size_t>(tasks.size(), 8 * std::size_t(openmp_max_threads())) : 1;
+  const auto rows_of = [&](std::size_t p) {
+    return std::pair(tasks.size() * p / blocks, tasks.size() * (p + 1) / blocks);
+  };
+  // Each block keeps its share of the limit (the shares sum to it), so the blocks together never
+  // hold more than the verdict will.
+  const auto share = [&](std::size_t p) { return kept.max_kept / blocks + (p < kept.max_kept % blocks ? 1 : 0); };
   std::vector<Verdict> parts(blocks);
 #pragma omp parallel for schedule(dynamic, 1) if (shared)
   for (std::size_t p = 0; p < blocks; ++p) {
-    RowJudge judge(batch, k, tolerance, parts[p]);
-    for (std::size_t i = tasks.size() * p / blocks; i < tasks.size() * (p + 1) / blocks; ++i)
-      judge.judge(tasks[i], reference, got);
+    RowJudge judge(batch, k, tolerance, parts[p], share(p));
+    for (auto [i, end] = rows_of(p); i < end; ++i) judge.judge(tasks[i], reference, got);
   }
+  // The first max_kept in row order take from block p what the blocks before it left room for.
+  // A block that found more than its share but kept less than that is judged again keeping
+  // just that many (only when violations are dropped, and only up to the block holding the
+  // last one kept); the counts and figures are the first pass's.
+  std::vector<std::uint64_t> wanted(blocks);
+  std::vector<std::size_t> again;
+  std::uint64_t room = kept.max_kept;
+  for (std::size_t p = 0; p < blocks; ++p) {
+    wanted[p] = std::min(parts[p].violation_count, room);
+    room -= wanted[p];
+    if (wanted[p] > parts[p].violations.size()) {
+      again.push_back(p);
+      std::vector<Violation>().swap(parts[p].violations);
+    } else {
+      parts[p].violations.resize(wanted[p]);
+    }
+  }
+#pragma omp parallel for schedule(dynamic, 1) if (again.size() > 1)
+  for (std::size_t a = 0; a < again.size(); ++a) {
+    const std::size_t p = again[a];
+    Verdict scratch;
+    scratch.violations.reserve(wanted[p]);
+    RowJudge judge(batch, k, tolerance, scratch, wanted[p]);
+    for (auto [i, end] = rows_of(p); i < end && scratch.violations.size() < wanted[p]; ++i)
+      judge.judge(tasks[i], reference, got);
+    parts[p].violations = std::move(scratch.violations);
+  }
+  std::uint64_t kept_in_all = 0, failed_in_all = 0;
+  for (const Verdict& part : parts) kept_in_all += part.violations.size(), failed_in_all += part.failed_rows.size();
+  verdict.violations.reserve(kept_in_all);
+  verdict.failed_rows.reserve(failed_in_all);
   for (Verdict& part : parts) {
     verdict.violations.insert(verdict.violations.end(), std::make_move_iterator(part.violations.begin()),
                               std::make_move_iterator(part.violations.end()));
     verdict.failed_rows.insert(verdict.failed_rows.end(), part.failed_rows.begin(), part.failed_rows.end());
+    std::vector<Violation>().swap(part.violations);
+    std::vector<FailedRow>().swap(part.failed_rows);
+    verdict.violation_count += part.violation_count;
+    for (std::size_t r = 0; r < kRuleCount; ++r) verdict.rule_counts[r] += part.rule_counts[r];
     verdict.stats.merge(part.stats);
   }
   return verdict;
+}
+
+std::uint64_t verdict_bytes(std::uint64_t rows, std::uint64_t width, std::uint64_t max_kept) {
+  // rows and width come from a validated batch (rows * width < 2^52), so nothing here overflows.
+  const std::uint64_t possible = rows * (3 * width + 2);
+  const std::uint64_t kept = std::min(max_kept, possible);
+  const std::uint64_t failed_rows = 3 * rows * sizeof(FailedRow) + rows * sizeof(RowTask);  // and the row plan
+  if (kept > (UINT64_MAX - failed_rows) / kKeptViolationBytes) return UINT64_MAX;  // a limit no budget holds
+  return kept * kKeptViolationBytes + failed_rows;
 }
 
 }  // namespace logprobs

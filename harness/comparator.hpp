@@ -2,6 +2,7 @@
 // that the tests, the campaign and `logprobs-check verify` judge a result.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "batch_data.hpp"
+#include "memory_budget.hpp"
 
 namespace logprobs {
 
@@ -82,7 +84,11 @@ enum class Rule {
   greedy_exact,     // s is among the top tokens, and its top value and last value differ in bits
 };
 
+inline constexpr std::size_t kRuleCount = 10;
+
 const char* rule_name(Rule rule);
+// The rule of that name, or nothing.
+std::optional<Rule> rule_from_name(std::string_view name);
 
 // The kind of row a figure was reached on, for reports: "confident" (the largest x holds at least
 // half the probability: the row of a sure next token, where every other exponential is small
@@ -144,12 +150,38 @@ struct FailedRow {
   bool broke(Rule rule) const { return (rules >> static_cast<unsigned>(rule) & 1u) != 0; }
 };
 
+// A badly wrong result breaks a rule at every slot (4.2 M violations in a 32 MiB result), so a
+// verdict counts every violation, by rule, but keeps only the first ones in row order.
 struct Verdict {
-  std::vector<Violation> violations;  // empty when the result agrees
-  std::vector<FailedRow> failed_rows;  // ascending, each row once; none for a result of the wrong shape
+  std::vector<Violation> violations;  // the first ones in row order, at most the limit judged by
+  std::uint64_t violation_count = 0;  // every violation found, kept or not
+  std::array<std::uint64_t, kRuleCount> rule_counts{};  // violation_count by rule (indexed by Rule)
+  // Ascending, each row once, complete whatever the limit (at most one per output row, so
+  // bounded by the result: compare_result charges it); none for a result of the wrong shape.
+  std::vector<FailedRow> failed_rows;
   ErrorStats stats;
-  bool ok() const { return violations.empty(); }
+  bool ok() const { return violation_count == 0; }
+  std::uint64_t count(Rule rule) const { return rule_counts[static_cast<std::size_t>(rule)]; }
+  // Counted but not kept.
+  std::uint64_t dropped() const { return violation_count - violations.size(); }
 };
+
+// How many violations a verdict keeps (every one is counted): the first `max_kept` in row order,
+// whatever the number of threads that judged. With a budget, what the kept violations and the
+// failed rows can take is charged to it before any row is judged.
+inline constexpr std::uint64_t kDefaultKeptViolations = 1000;
+struct KeptViolations {
+  std::uint64_t max_kept = kDefaultKeptViolations;
+  MemoryBudget* budget = nullptr;
+};
+
+// The memory one kept violation is charged at: the struct (three times: a block's vector grown
+// by doubling, and the verdict's) and its text (under 256 bytes: numbers and fixed words).
+inline constexpr std::uint64_t kKeptViolationBytes = 3 * sizeof(Violation) + 256;
+// The memory charged for judging a result of `rows` x `width` keeping `max_kept` violations: the
+// kept violations (at most 3 W + 2 a row), the failed rows (one a row, held in blocks and merged:
+// three copies at most) and the plan of the rows.
+std::uint64_t verdict_bytes(std::uint64_t rows, std::uint64_t width, std::uint64_t max_kept);
 
 // Judges `got` (any implementation's output for `batch` at top-K width `k`) against the input
 // and the reference backend's `reference` output, as SPEC §5 and §6 say: tokens exact and
@@ -157,11 +189,13 @@ struct Verdict {
 // slot the same bits as its last slot, values within tolerance. A result of the wrong shape is
 // one violation. Throws InvalidBatch if the batch itself breaks SPEC §4, and
 // std::invalid_argument if `reference` is not of shape [N, W].
+// Keeps the violations `kept` says (MemoryBudgetExceeded when its budget cannot take them).
 Verdict compare_result(const RaggedBatch& batch, std::uint32_t k, const ResultData& reference, const ResultData& got,
-                       const Tolerance& tolerance = {});
+                       const Tolerance& tolerance = {}, const KeptViolations& kept = {});
 inline Verdict compare_result(const BatchData& batch, std::uint32_t k, const ResultData& reference,
-                              const ResultData& got, const Tolerance& tolerance = {}) {
-  return compare_result(batch.view(), k, reference, got, tolerance);
+                              const ResultData& got, const Tolerance& tolerance = {},
+                              const KeptViolations& kept = {}) {
+  return compare_result(batch.view(), k, reference, got, tolerance, kept);
 }
 
 // SPEC §5's rule for one value of a row: NaN matches NaN, an infinity the same infinity, anything

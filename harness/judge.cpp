@@ -46,7 +46,7 @@ std::optional<ResultData> canonical_result(std::span<const Backend* const> backe
 
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
                              const ResultData& reference, const Tolerance& tolerance, const ResultData* canonical,
-                             Diagnose diagnosis) {
+                             Diagnose diagnosis, const KeptViolations& kept) {
   using Clock = std::chrono::steady_clock;
   BackendOutcome outcome;
   outcome.skipped = missing_part(backend.features(), batch.view(), k, ranks);
@@ -61,7 +61,7 @@ BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std
   outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!outcome.error.empty()) return outcome;
   const Tolerance judged_by = tolerance_for(backend, tolerance);
-  outcome.verdict = compare_result(batch, k, reference, got, judged_by);
+  outcome.verdict = compare_result(batch, k, reference, got, judged_by, kept);
   if (!outcome.verdict.ok() && diagnosis == Diagnose::when_failing)
     outcome.diagnoses = diagnose(batch.view(), k, got, outcome.verdict, judged_by);
   if (canonical != nullptr && backend.claims_canonical_arithmetic()) {
@@ -72,8 +72,8 @@ BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std
 }
 
 Verdict judge_against_reference(const BatchData& batch, std::uint32_t k, const ResultData& got,
-                                const Tolerance& tolerance) {
-  return compare_result(batch, k, run_backend(reference_backend(), batch, k), got, tolerance);
+                                const Tolerance& tolerance, const KeptViolations& kept) {
+  return compare_result(batch, k, run_backend(reference_backend(), batch, k), got, tolerance, kept);
 }
 
 }  // namespace logprobs

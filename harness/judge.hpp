@@ -36,10 +36,12 @@ Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
 // (SPEC §4) is not run: outcome.skipped names the part. When `canonical` is given (the canonical
 // backend's result, ranks as asked) and the backend claims SPEC §8, its bits must equal it. A
 // failing verdict is diagnosed unless `diagnosis` says no (a shrinker asks only whether it fails).
+// The verdict keeps the violations `kept` says.
 enum class Diagnose : bool { no, when_failing };
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
                              const ResultData& reference, const Tolerance& tolerance,
-                             const ResultData* canonical = nullptr, Diagnose diagnosis = Diagnose::when_failing);
+                             const ResultData* canonical = nullptr, Diagnose diagnosis = Diagnose::when_failing,
+                             const KeptViolations& kept = {});
 
 // The canonical backend's result for the case, or nothing when the build has no such backend or
 // none of `backends` claims SPEC §8 (so there is nothing to hold to it).
@@ -48,6 +50,6 @@ std::optional<ResultData> canonical_result(std::span<const Backend* const> backe
 
 // `got`, from any implementation, judged against the reference backend's result for the batch.
 Verdict judge_against_reference(const BatchData& batch, std::uint32_t k, const ResultData& got,
-                                const Tolerance& tolerance = {});
+                                const Tolerance& tolerance = {}, const KeptViolations& kept = {});
 
 }  // namespace logprobs

@@ -210,6 +210,34 @@ TEST(CheckMemoryBudget, MergeStaysWithinItsBudget) {
   EXPECT_GT(fs::file_size(path_of("padded.xml")), 0u);
 }
 
+// Issue 24's finding 6: a 32 MiB result (64 rows x 65536 slots over V = 1) whose every token is
+// out of range breaks 4194368 rules; every violation was kept (1.2 GB under --memory-budget 300M).
+// Now the first --max-violations are kept and listed, all are counted (by rule, in the JSON too),
+// and what the kept ones can take is charged: keeping them all does not fit 300M, exit 2.
+TEST(CheckMemoryBudget, AVerdictKeepsItsFirstViolationsWithinTheBudget) {
+  const std::string batch = wide_result_batch("wrong_everywhere_batch.safetensors", 64, LogitsDtype::f32);
+  ResultData wrong(64, 65536);
+  std::fill(wrong.lp_tokens.begin(), wrong.lp_tokens.end(), 2u);  // V = 1: neither a token nor padding
+  const std::string result = path_of("wrong_everywhere_result.safetensors");
+  write_result_file(result, wrong);
+  const std::string json = path_of("wrong_everywhere.json");
+  const std::string files = " --input " + batch + " --result " + result;
+  const MeasuredResult kept = logprobs_check_measured("verify --memory-budget 300M --json " + json + files);
+  EXPECT_EQ(kept.exit_code, 1) << kept.output;
+  EXPECT_TRUE(contains(kept.output, "... 4194368 violations counted (last_token: 64, token_range: 4194240, "
+                                    "padding_count: 64), the first 20 kept and listed (--max-violations)"))
+      << kept.output;
+  EXPECT_LT(kept.max_rss_kb, 300 * 1024 + kSanitizerRssKb) << kept.output;
+  std::ifstream in(json);
+  const nlohmann::json cell = nlohmann::json::parse(in)["results"][0];
+  EXPECT_EQ(cell["violations"], 4194368);
+  EXPECT_EQ(cell["violations_kept"], 20);
+  EXPECT_EQ(cell["violations_by_rule"], nlohmann::json::parse(R"({"last_token": 64, "token_range": 4194240,
+                                                                  "padding_count": 64})"));
+  const MeasuredResult all = logprobs_check_measured("verify --memory-budget 300M --max-violations 4194368" + files);
+  expect_refused_quickly(all, "the verdict (4194368 violations kept at most, and every failed row) needs", 10.0, 300);
+}
+
 // Flat, the same bytes build a smaller tree but still many times the header: counted too.
 TEST(CheckMemoryBudget, AHeaderWhoseJsonTreeExceedsTheBudgetIsRefused) {
   const std::string path = path_of("flat_20mb.safetensors");

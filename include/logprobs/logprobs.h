@@ -36,7 +36,7 @@ extern "C" {
 
 /* The API's version: it changes whenever a declaration here changes meaning or layout. A caller
  * compares logprobs_api_version() with the LOGPROBS_API_VERSION it was written against. */
-#define LOGPROBS_API_VERSION 3
+#define LOGPROBS_API_VERSION 4
 LOGPROBS_API uint32_t logprobs_api_version(void);
 
 /* ---- Errors ------------------------------------------------------------------------------ */
@@ -255,12 +255,25 @@ typedef struct logprobs_stats {
 typedef struct logprobs_verdict logprobs_verdict;
 /* Judges `got`, any implementation's result for the batch at top-K width k, against the input
  * and the reference (tolerance NULL: the defaults). A result of the wrong shape is a violation,
- * not an error; LOGPROBS_INVALID_BATCH when the batch or K break SPEC §4. */
+ * not an error; LOGPROBS_INVALID_BATCH when the batch or K break SPEC §4. Every violation is
+ * counted; the verdict keeps the first LOGPROBS_DEFAULT_KEPT_VIOLATIONS (in row order). */
 LOGPROBS_API logprobs_status logprobs_judge(const logprobs_batch_view* batch, uint32_t k,
                                             const logprobs_result_view* got, const logprobs_tolerance* tolerance,
                                             logprobs_verdict** verdict, logprobs_error** error);
+#define LOGPROBS_DEFAULT_KEPT_VIOLATIONS 1000
+/* logprobs_judge keeping the first max_kept violations (0: none; each is still counted): a result
+ * wrong at every slot has millions, each kept one costs a few hundred bytes. */
+/* (API version 4) */
+LOGPROBS_API logprobs_status logprobs_judge_keeping(const logprobs_batch_view* batch, uint32_t k,
+                                                    const logprobs_result_view* got,
+                                                    const logprobs_tolerance* tolerance, uint64_t max_kept,
+                                                    logprobs_verdict** verdict, logprobs_error** error);
 LOGPROBS_API int32_t logprobs_verdict_ok(const logprobs_verdict* verdict);
+/* The violations kept, which logprobs_verdict_violation reads (indices 0 to this - 1). */
 LOGPROBS_API uint64_t logprobs_verdict_violation_count(const logprobs_verdict* verdict);
+/* Every violation found, kept or not; and those of one rule (LOGPROBS_RULE_...; 0 for another). */
+LOGPROBS_API uint64_t logprobs_verdict_violations_found(const logprobs_verdict* verdict);
+LOGPROBS_API uint64_t logprobs_verdict_rule_count(const logprobs_verdict* verdict, int32_t rule);
 LOGPROBS_API logprobs_status logprobs_verdict_violation(const logprobs_verdict* verdict, uint64_t index,
                                                         logprobs_violation* violation, logprobs_error** error);
 LOGPROBS_API void logprobs_verdict_stats(const logprobs_verdict* verdict, logprobs_stats* stats);

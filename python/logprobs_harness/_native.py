@@ -7,7 +7,7 @@ import numbers
 import os
 import pathlib
 
-API_VERSION = 3  # the LOGPROBS_API_VERSION this package was written against
+API_VERSION = 4  # the LOGPROBS_API_VERSION this package was written against
 LIBRARY_ENV = "LOGPROBS_HARNESS_LIBRARY"
 LIBRARY_NAME = "liblogprobs_c.so"
 
@@ -146,8 +146,11 @@ _PROTOTYPES = {
     "logprobs_tolerance_default": (None, [_P(Tolerance)]),
     "logprobs_rule_name": (ctypes.c_char_p, [c_i32]),
     "logprobs_judge": (c_i32, [_P(BatchView), c_u32, _P(ResultView), _P(Tolerance), _P(c_ptr), _ERR]),
+    "logprobs_judge_keeping": (c_i32, [_P(BatchView), c_u32, _P(ResultView), _P(Tolerance), c_u64, _P(c_ptr), _ERR]),
     "logprobs_verdict_ok": (c_i32, [c_ptr]),
     "logprobs_verdict_violation_count": (c_u64, [c_ptr]),
+    "logprobs_verdict_violations_found": (c_u64, [c_ptr]),
+    "logprobs_verdict_rule_count": (c_u64, [c_ptr, c_i32]),
     "logprobs_verdict_violation": (c_i32, [c_ptr, c_u64, _P(Violation), _ERR]),
     "logprobs_verdict_stats": (None, [c_ptr, _P(Stats)]),
     "logprobs_verdict_diagnosis_count": (c_u64, [c_ptr]),
@@ -211,6 +214,14 @@ def checked_k(k, name="k"):
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 0 <= k <= MAX_K:
         raise InvalidArgument(f"{name} must be a whole number in 0..{MAX_K}, got {k!r}")
     return int(k)
+
+
+def checked_limit(limit, name="limit"):
+    """A number of violations to keep (uint64_t): a whole number >= 0, checked before ctypes would
+    take it modulo 2^64."""
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or not 0 <= limit < 2**64:
+        raise InvalidArgument(f"{name} must be a whole number in 0..2**64 - 1, got {limit!r}")
+    return int(limit)
 
 
 def checked_count(count, name="count"):

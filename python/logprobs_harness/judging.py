@@ -80,18 +80,22 @@ def run(backend, batch, k, ranks=False):
 class Report:
     """The verdict on one result: `ok`, the violations (each with its rule, batch, output row,
     slot, token, message and its row's summation term; the first `limit` kept, `violation_count`
-    all of them), and the largest errors against the reference with the share of the tolerance
-    used and the row it was reached on (`tolerance_row`, None when no finite value was compared);
-    `diagnoses`, what the diagnosis names when it failed (a list of Diagnosis(name, rows,
-    evidence), empty when it agrees or no failing row fits a class of bug)."""
+    all of them counted, `rules` how many broke each rule), and the largest errors against the
+    reference with the share of the tolerance used and the row it was reached on (`tolerance_row`,
+    None when no finite value was compared); `diagnoses`, what the diagnosis names when it failed
+    (a list of Diagnosis(name, rows, evidence), empty when it agrees or no failing row fits a
+    class of bug)."""
 
-    def __init__(self, verdict, limit):
+    def __init__(self, verdict):
         stats = _native.Stats()
         lib.logprobs_verdict_stats(verdict, ctypes.byref(stats))
         self.ok = bool(lib.logprobs_verdict_ok(verdict))
-        self.violation_count = lib.logprobs_verdict_violation_count(verdict)
+        self.violation_count = lib.logprobs_verdict_violations_found(verdict)
+        self.rules = collections.Counter({name: lib.logprobs_verdict_rule_count(verdict, i)
+                                          for i, name in enumerate(_RULE_NAMES)
+                                          if lib.logprobs_verdict_rule_count(verdict, i)})
         self.violations = []
-        for i in range(min(self.violation_count, limit)):
+        for i in range(lib.logprobs_verdict_violation_count(verdict)):
             v = _native.Violation()
             call(lib.logprobs_verdict_violation, verdict, i, ctypes.byref(v))
             self.violations.append(Violation(_native.text(v.rule_name), v.batch, v.output_row, v.slot, v.token,
@@ -115,11 +119,6 @@ class Report:
     def __bool__(self):
         return self.ok
 
-    @property
-    def rules(self):
-        """How many of the kept violations break each rule."""
-        return collections.Counter(v.rule for v in self.violations)
-
     def summary(self):
         count = self.violation_count
         head = "agrees" if self.ok else f"{count} violation{'s' if count != 1 else ''} ({_rules_text(self.rules)})"
@@ -131,6 +130,10 @@ class Report:
 
     def __repr__(self):
         return f"<logprobs_harness.Report {self.summary()}>"
+
+
+# The rules in the C API's order (LOGPROBS_RULE_SHAPE ... LOGPROBS_RULE_GREEDY_EXACT).
+_RULE_NAMES = tuple(_native.text(lib.logprobs_rule_name(i)) for i in range(10))
 
 
 def _rules_text(rules):
@@ -170,7 +173,8 @@ def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=Non
     dev the drift of honest f32 sums on the row), "linear" (V * 2^-24, a kernel that sums in one f32
     chain, as MAX's does; linear_sum=True says the same) or "sqrt" (contract v2's sigma * sqrt(V) *
     2^-24). A term left out is the default: the tolerance comes from these arguments alone, never
-    from the result or its file. Returns a Report."""
+    from the result or its file. Every violation is counted (Report.violation_count, .rules); the
+    first `limit` are kept (Report.violations), each a few hundred bytes. Returns a Report."""
     k = _native.checked_k(k)
     got = _result_from(result, k, {"lp_logits": lp_logits, "lp_tokens": lp_tokens, "lp_ranks": lp_ranks,
                                    "top_tokens": top_tokens, "top_logprobs": top_logprobs,
@@ -179,10 +183,10 @@ def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=Non
     view, verdict = got.view(), _native.c_ptr()
     c_tolerance = _native.Tolerance(tolerance.ulps, tolerance.norm_ulps, tolerance.sigma,
                                     _native.SUM_RULES.index(tolerance.sum_rule), tolerance.floor)
-    call(lib.logprobs_judge, ctypes.byref(batch.view), k, ctypes.byref(view), ctypes.byref(c_tolerance),
-         ctypes.byref(verdict))
+    call(lib.logprobs_judge_keeping, ctypes.byref(batch.view), k, ctypes.byref(view), ctypes.byref(c_tolerance),
+         _native.checked_limit(limit), ctypes.byref(verdict))
     try:
-        report = Report(verdict, limit)
+        report = Report(verdict)
     finally:
         lib.logprobs_verdict_free(verdict)
     report.result = got

@@ -143,7 +143,9 @@ class ShrunkFailure(AssertionError):
 
 
 def _same_failure(original):
-    rule = original.report.violations[0].rule if isinstance(original, judging.Disagreement) else None
+    report = original.report if isinstance(original, judging.Disagreement) else None
+    # The first kept violation's rule; with none kept (limit=0), the first rule counted.
+    rule = (report.violations[0].rule if report.violations else min(report.rules)) if report else None
 
     def same(failure):
         if type(failure) is not type(original):

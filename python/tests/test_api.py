@@ -28,7 +28,9 @@ def split_of(result):
 
 
 def test_version_and_library():
-    assert lh.API_VERSION == 3  # 2: contract v3's sum rules in logprobs_tolerance, violations and stats; 3: diagnoses
+    # 2: contract v3's sum rules in logprobs_tolerance, violations and stats; 3: diagnoses; 4: violations
+    # kept (logprobs_judge_keeping) apart from those counted (logprobs_verdict_violations_found, _rule_count)
+    assert lh.API_VERSION == 4
     assert lh.library_path.name == "liblogprobs_c.so"
     assert lh.__version__ != "0+unknown"
 
@@ -151,6 +153,34 @@ def test_judging_either_layout_and_each_planted_fault_under_its_rule(tmp_path):
     assert set(short.rules) == {"shape"} and "got [1, 4]" in short.violations[0].message
     first = packed.violations[0]
     assert (first.rule, first.batch, first.row, first.slot, first.token) == ("last_token", 0, 0, 3, 0)
+
+
+# Issue 24's finding 6: 64 rows over V = 1 at K = 65535, every token out of range (4194368
+# violations). judge(..., limit=5) kept them all in the C verdict (the process grew by 1.6 GB) and
+# counted its rules over the five it read.
+KEEPING = """
+import array, resource, sys
+import logprobs_harness as lh
+rows, k = 64, 65535
+batch = lh.Batch(array.array("f", [0.0] * rows), [0], vocab=1, tokens=[0] * (rows - 1), logit_row_offsets=[0, rows],
+                 token_row_offsets=[0, rows - 1], lp_output_offsets=[0, rows])
+got = lh.Result.packed(array.array("f", [0.0]) * (rows * (k + 1)), array.array("I", [2]) * (rows * (k + 1)), k=k)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = lh.judge(batch, k, got, limit=int(sys.argv[1]))
+grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(repr((report.ok, len(report.violations), report.violation_count, sorted(report.rules.items()), grown_mb)))
+"""
+
+
+def test_judge_keeps_its_limit_and_counts_every_violation():
+    for limit in (5, 0):
+        out = subprocess.run([sys.executable, "-c", KEEPING, str(limit)], capture_output=True, text=True, check=True)
+        ok, kept, counted, rules, grown_mb = eval(out.stdout)
+        assert (ok, kept, counted) == (False, limit, 4194368), out.stdout
+        assert rules == [("last_token", 64), ("padding_count", 64), ("token_range", 4194240)], out.stdout
+        assert grown_mb < 200, f"judging grew the process by {grown_mb:.0f} MB keeping {limit} violations"
+    with pytest.raises(lh.InvalidArgument, match="limit"):
+        lh.judge(small_batch(), 3, lp_logits=[0.0] * 8, lp_tokens=[0] * 8, limit=-1)
 
 
 def test_tolerance_options():
