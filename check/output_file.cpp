@@ -18,8 +18,9 @@ void write_output_file(const fs::path& path, std::string_view text, std::span<co
   for (const std::string& input : inputs)
     if (!input.empty() && same_file(path, input))
       throw OutputFileError(fmt::format("refusing to write a report over {}, an input of this run", input));
-  // AtomicFile: an exclusive temporary under a random name (a link or a FIFO placed there is never
-  // opened), removed on failure and on SIGINT or SIGTERM.
+  // AtomicFile: an unnamed temporary (O_TMPFILE) where the file system allows it, else an exclusive
+  // one under a random, tagged name (a link or a FIFO placed there is never opened), removed on
+  // failure, on SIGINT or SIGTERM, and after SIGKILL by the next writer in the folder.
   try {
     write_file_atomically(path, text);
   } catch (const FileError& e) {

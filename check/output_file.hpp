@@ -1,6 +1,6 @@
 // Report files (--json, --junit) written so that a reader never sees half of one and a run
 // never destroys what it read: the text goes through AtomicFile (a temporary file in the same
-// folder, then a rename); a path that names one of the run's inputs is refused before anything is
+// folder, unnamed where it can be, then a rename); a path that names one of the run's inputs is refused before anything is
 // written.
 #pragma once
 

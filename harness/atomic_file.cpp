@@ -11,9 +11,13 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <string_view>
+
+#include "writer_tag.hpp"
 
 namespace logprobs {
 namespace {
@@ -97,30 +101,91 @@ std::string random_suffix() {
 // arrives (a regular file's write() runs to its end before the handler).
 constexpr std::size_t kWriteChunk = std::size_t{16} << 20;
 
+// Set (to anything but "0" or ""), every file is written through a named temporary, as on a file
+// system without O_TMPFILE: for the tests of that path.
+constexpr const char* kNamedEnv = "LOGPROBS_ATOMIC_FILE_NAMED";
+
+bool named_forced() {
+  const char* value = std::getenv(kNamedEnv);
+  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw FileError(fmt::format("{}: exists and is not a regular file; refusing to replace it", path.string()));
-  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  // The name keeps room for the suffix within NAME_MAX.
-  const std::string stem = path.filename().string().substr(0, 200);
+  folder_ = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  // What writers killed without a chance to clean up (kill -9, a CI hard timeout) left here.
+  remove_stale_temporaries(folder_);
+  // An unnamed file needs /proc/self/fd to be linked into place without privileges.
+  if (!named_forced() && ::access("/proc/self/fd", X_OK) == 0) {
+    fd_ = ::open(folder_.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd_ >= 0) return;
+    const int error = errno;
+    // EOPNOTSUPP: the file system has no O_TMPFILE; EISDIR and EINVAL: the kernel or C library.
+    if (error != EOPNOTSUPP && error != EISDIR && error != EINVAL)
+      throw FileError(fmt::format("{}: cannot create a temporary file in {}: {}", path.string(), folder_.string(),
+                                  std::strerror(error)));
+  }
+  create_named(O_WRONLY);
+}
+
+// The name of a named temporary: ".<stem>.<writer's tag>.<16 hex>.tmp", the stem cut so that the
+// name stays within NAME_MAX.
+fs::path AtomicFile::fresh_name() const {
+  const std::optional<std::string> tag = writer_tag();
+  const std::string stem = path_.filename().string().substr(0, 150);
+  return folder_ / (tag ? fmt::format(".{}.{}.{}.tmp", stem, *tag, random_suffix())
+                        : fmt::format(".{}.{}.tmp", stem, random_suffix()));
+}
+
+void AtomicFile::create_named(int flags) {
   for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-    temporary_ = folder / fmt::format(".{}.{}.tmp", stem, random_suffix());
+    temporary_ = fresh_name();
     // Registered before it exists: a signal between the creation and a later registration would
     // find the file and no record of it.
     slot_ = register_temporary(temporary_.string());
-    fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    fd_ = ::open(temporary_.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ >= 0) break;
     const int error = errno;
     unregister_temporary(slot_);  // the name is not ours (EEXIST) or cannot be created
     slot_ = -1;
-    if (error != EEXIST)
-      throw FileError(fmt::format("{}: cannot create temporary file {}: {}", path.string(), temporary_.string(),
-                                  std::strerror(error)));
+    if (error != EEXIST) {
+      const std::string name = temporary_.string();
+      temporary_.clear();
+      throw FileError(
+          fmt::format("{}: cannot create temporary file {}: {}", path_.string(), name, std::strerror(error)));
+    }
   }
-  if (fd_ < 0) throw FileError(fmt::format("{}: cannot create a temporary file beside it", path.string()));
+  if (fd_ < 0) {
+    temporary_.clear();
+    throw FileError(fmt::format("{}: cannot create a temporary file beside it", path_.string()));
+  }
+}
+
+// The unnamed file linked under a fresh name beside the target, for rename to put in place:
+// linkat never replaces a name, and rename does so atomically. Between the two the name is
+// registered (a signal removes it) and tagged (a later writer removes it after a kill -9).
+void AtomicFile::link_unnamed() {
+  const std::string self = fmt::format("/proc/self/fd/{}", fd_);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    temporary_ = fresh_name();
+    slot_ = register_temporary(temporary_.string());
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temporary_.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+    const int error = errno;
+    unregister_temporary(slot_);
+    slot_ = -1;
+    const fs::path tried = std::move(temporary_);
+    temporary_.clear();
+    if (error != EEXIST) {
+      errno = error;
+      fail(fmt::format("cannot link the temporary file into {} as {}", folder_.string(), tried.string()));
+    }
+  }
+  errno = EEXIST;
+  fail("cannot link the temporary file into its folder");
 }
 
 AtomicFile::~AtomicFile() { discard(); }
@@ -137,7 +202,11 @@ void AtomicFile::discard() noexcept {
 void AtomicFile::fail(std::string_view what) {
   const int error = errno;
   const std::string message =
-      fmt::format("{}: {} (temporary file {}): {}", path_.string(), what, temporary_.string(), std::strerror(error));
+      temporary_.empty()
+          ? fmt::format("{}: {} (unnamed temporary file in {}): {}", path_.string(), what, folder_.string(),
+                        std::strerror(error))
+          : fmt::format("{}: {} (temporary file {}): {}", path_.string(), what, temporary_.string(),
+                        std::strerror(error));
   discard();
   throw FileError(message);
 }
@@ -154,6 +223,9 @@ void AtomicFile::write(std::span<const std::byte> bytes) {
 
 void AtomicFile::commit() {
   if (fd_ < 0) throw FileError(fmt::format("{}: commit after commit or failure", path_.string()));
+  // On disk before its name is: a crash after the rename finds the whole file, not an empty one.
+  if (::fsync(fd_) != 0) fail("fsync failed");
+  if (temporary_.empty()) link_unnamed();
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close failed");

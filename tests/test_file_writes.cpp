@@ -1,11 +1,14 @@
 // Files the harness writes (write_safetensors, and through it every batch and result file):
 // whole or not at all, never through a link or a FIFO someone placed beside the target, and no
-// temporary left behind by a failure or by SIGTERM in the middle of a long write.
+// temporary left behind by a failure, by SIGTERM in the middle of a long write, or (after the
+// next write in the folder) by SIGKILL: both through an unnamed file (O_TMPFILE, where the test
+// folder's file system has it) and through the named fallback (LOGPROBS_ATOMIC_FILE_NAMED=1).
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,10 +16,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "harness/atomic_file.hpp"
 #include "harness/batch_file.hpp"
+#include "harness/writer_tag.hpp"
 #include "temp_dir.hpp"
 
 namespace logprobs {
@@ -122,9 +128,10 @@ TEST(FileWrites, EveryWriteLeavesOnlyItsFile) {
   EXPECT_THROW(write_result_file(folder / "no" / "such" / "folder.safetensors", small_result()), FileError);
 }
 
-// A child writes a file of 1 GiB (of never-touched zero pages, so it costs no memory); the
-// parent sends SIGTERM as soon as the temporary appears. The child must die of the signal, as it
-// would have without the cleanup, and leave no file, whole or partial.
+// A child writes a file of 1 GiB (of never-touched zero pages, so it costs no memory) through the
+// named path (an unnamed file has no name to leave, nor to watch appear); the parent sends
+// SIGTERM as soon as the temporary appears. The child must die of the signal, as it would have
+// without the cleanup, and leave no file, whole or partial.
 TEST(FileWrites, SigtermDuringALongWriteLeavesNoTemporary) {
   const fs::path folder = folder_for("sigterm");
   const int events = ::inotify_init1(IN_CLOEXEC);
@@ -135,6 +142,7 @@ TEST(FileWrites, SigtermDuringALongWriteLeavesNoTemporary) {
   ASSERT_NE(zeros, MAP_FAILED);
   const pid_t child = ::fork();
   if (child == 0) {
+    ::setenv("LOGPROBS_ATOMIC_FILE_NAMED", "1", 1);
     const std::vector<SafetensorsTensor> tensors = {
         {"lp_logits", "F32", {kBytes / 4}, {static_cast<const std::byte*>(zeros), kBytes}}};
     write_safetensors(folder / "big.safetensors", tensors, {});
@@ -149,6 +157,96 @@ TEST(FileWrites, SigtermDuringALongWriteLeavesNoTemporary) {
   ::munmap(zeros, kBytes);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "status " << status;
   EXPECT_EQ(names_in(folder), std::set<std::string>{}) << "left behind after SIGTERM";
+}
+
+// Whether `folder`'s file system takes unnamed files.
+bool has_o_tmpfile(const fs::path& folder) {
+  const int fd = ::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// A child that starts writing `out` through AtomicFile (named or unnamed), writes part of it,
+// says so through a pipe and waits, mid-write, to be killed; the parent kills it with SIGKILL,
+// which no handler sees. Returns the child's wait status.
+int killed_mid_write(const fs::path& out, bool named) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    if (named) ::setenv("LOGPROBS_ATOMIC_FILE_NAMED", "1", 1);
+    AtomicFile file(out);
+    file.write(std::string(1 << 20, 'x'));
+    if (::write(ready[1], "w", 1) != 1) ::_exit(3);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  const bool wrote = ::read(ready[0], &byte, 1) == 1;
+  ::close(ready[0]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return wrote ? status : -1;
+}
+
+std::set<std::string> temporaries_in(const fs::path& folder) {
+  std::set<std::string> names;
+  for (const std::string& name : names_in(folder))
+    if (name.ends_with(".tmp")) names.insert(name);
+  return names;
+}
+
+// Issue 24's finding 7: a writer killed by SIGKILL mid-write left ".out.st.<hex>.tmp" (as large
+// as it had written) that no later run removed. The named fallback's temporary stays until the
+// next write in that folder, which removes it since its writer is dead; an unnamed one never
+// has a name to leave.
+TEST(FileWrites, SigkillMidWriteLeavesNoTemporaryAfterTheNextWrite) {
+  for (const bool named : {true, false}) {
+    const fs::path folder = folder_for(named ? "sigkill_named" : "sigkill_unnamed");
+    if (!named && !has_o_tmpfile(folder)) {
+      GTEST_SKIP() << folder << ": its file system has no O_TMPFILE, so every write takes the named path";
+    }
+    const fs::path out = folder / "out.safetensors";
+    std::ofstream(out) << "older";
+    const int status = killed_mid_write(out, named);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_EQ(contents_of(out), "older") << "the killed write replaced the file";
+    if (named) {
+      EXPECT_EQ(temporaries_in(folder).size(), 1u) << "the killed writer's temporary";
+    } else {
+      EXPECT_EQ(temporaries_in(folder), std::set<std::string>{}) << "an unnamed write left a name";
+    }
+    // The next run writing in that folder (another file, named or not) removes what the dead left.
+    write_result_file(folder / "next.safetensors", small_result());
+    EXPECT_EQ(names_in(folder), (std::set<std::string>{"out.safetensors", "next.safetensors"}))
+        << (named ? "named" : "unnamed") << ": left behind after the next write";
+  }
+}
+
+// A writer that is alive keeps its temporary while others write beside it; once it is dead,
+// the next write removes it. A tag whose pid runs a later process (another start time) is dead.
+TEST(FileWrites, ALiveWritersTemporaryIsKeptAndAReusedPidsRemoved) {
+  const fs::path folder = folder_for("live_writer");
+  const std::optional<std::string> mine = writer_tag();
+  if (!mine) GTEST_SKIP() << "no /proc to tag writers by";
+  const std::string tag = *mine;
+  ASSERT_EQ(tag_of_temporary(".out.safetensors." + tag + ".0123456789abcdef.tmp"), tag);
+  EXPECT_EQ(tag_of_temporary(".out.safetensors.0123456789abcdef.tmp"), std::nullopt);  // untagged: never removed
+  EXPECT_FALSE(writer_is_dead(tag));
+  const std::string pid = tag.substr(0, tag.find('-'));
+  const std::string rest = tag.substr(tag.find('-', pid.size() + 1));  // "-<pidns>-<boot>-<host>"
+  const std::string reused = pid + "-1" + rest;                        // this pid, another start
+  EXPECT_TRUE(writer_is_dead(reused));
+  std::ofstream(folder / (".a." + tag + ".0123456789abcdef.tmp")) << "live";
+  std::ofstream(folder / (".b." + reused + ".0123456789abcdef.tmp")) << "dead";
+  std::ofstream(folder / ".c.0123456789abcdef.tmp") << "untagged";
+  fs::create_symlink(folder / "c.txt", folder / (".d." + reused + ".0123456789abcdef.tmp"));  // not a regular file
+  write_file_atomically(folder / "e.txt", "e");
+  EXPECT_EQ(names_in(folder), (std::set<std::string>{".a." + tag + ".0123456789abcdef.tmp", ".c.0123456789abcdef.tmp",
+                                                     ".d." + reused + ".0123456789abcdef.tmp", "e.txt"}));
 }
 
 }  // namespace
