@@ -1001,9 +1001,11 @@ std::vector<Diagnosis> diagnose(const RaggedBatch& batch, std::uint32_t k, const
                                 const Verdict& verdict, const Tolerance& tolerance) {
   if (verdict.failed_rows.empty()) return {};
   RowReader reader(batch, k, got, tolerance);
+  const std::span<const FailedRow> diagnosed(verdict.failed_rows.data(),
+                                             std::min<std::uint64_t>(verdict.failed_rows.size(), kDiagnosedRows));
   std::vector<RowObservations> rows;
-  rows.reserve(verdict.failed_rows.size());
-  for (const FailedRow& failed : verdict.failed_rows) rows.push_back(reader.observe(failed));
+  rows.reserve(diagnosed.size());
+  for (const FailedRow& failed : diagnosed) rows.push_back(reader.observe(failed));
   settle_constants(rows);
 
   std::array<Tally, kBugClassCount> tallies;
@@ -1035,6 +1037,10 @@ std::vector<Diagnosis> diagnose(const RaggedBatch& batch, std::uint32_t k, const
     if (normalizer && normalizer->bug == bug) found.push_back(std::move(*normalizer));
     if (!tallies[i].rows.empty()) found.push_back({bug, tallies[i].rows, evidence_of(bug, tallies[i], k)});
   }
+  if (diagnosed.size() < verdict.failed_rows.size())
+    for (Diagnosis& d : found)
+      d.evidence += fmt::format(" (read on the first {} of the {} failing rows)", diagnosed.size(),
+                                verdict.failed_rows.size());
   return found;
 }
 

@@ -5,6 +5,7 @@
 // backends' included, get no diagnosis; a verdict whose violations were dropped is diagnosed the
 // same (it reads Verdict::failed_rows).
 // Over 400 lines: one planted kernel per class and the shapes each needs, read as one gallery.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -452,6 +453,23 @@ TEST(Diagnosis, ReadsTheFailedRowsNotTheViolations) {
   const std::vector<Diagnosis> again = diagnose(batch.view(), kK, got, j.verdict);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].evidence, j.diagnoses[0].evidence);
+}
+
+// However many rows fail, the diagnosis reads the first kDiagnosedRows, so what it keeps is
+// bounded, and it says so.
+TEST(Diagnosis, ReadsAtMostTheFirstDiagnosedRowsAndSaysSo) {
+  Shape shape{.rows = std::vector<Kind>(kDiagnosedRows + 100, Kind::spread), .vocab = 64};
+  const BatchData batch = batch_of(shape);
+  const Judged j = judged(batch, planted(batch, kK, false, {.rounded = LogitsDtype::bf16}));
+  ASSERT_EQ(j.verdict.failed_rows.size(), kDiagnosedRows + 100);
+  ASSERT_EQ(j.diagnoses.size(), 1u) << describe(j);
+  EXPECT_EQ(j.diagnoses[0].bug, BugClass::values_rounded_bf16);
+  EXPECT_EQ(j.diagnoses[0].rows.size(), kDiagnosedRows);
+  EXPECT_EQ(j.diagnoses[0].rows.back(), kDiagnosedRows - 1);
+  EXPECT_NE(j.diagnoses[0].evidence.find(fmt::format("(read on the first {} of the {} failing rows)", kDiagnosedRows,
+                                                     kDiagnosedRows + 100)),
+            std::string::npos)
+      << j.diagnoses[0].evidence;
 }
 
 TEST(Diagnosis, AViolationThatFitsNoClassIsLeftUndiagnosed) {
