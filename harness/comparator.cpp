@@ -222,12 +222,16 @@ class RowJudge {
     // place where they differ names the slot that holds an x too small.
     std::sort(reported.begin(), reported.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (std::size_t i = 0; i < reported.size() && i < facts_.top_logits.size(); ++i) {
-      const auto [logit, slot] = reported[i];
+      // Not a structured binding: Clang before 16 lets no lambda capture one (fuzz/build.sh
+      // builds with Debian 12's Clang 14).
+      const float logit = reported[i].first;
+      const std::uint64_t slot = reported[i].second;
       if (logit != facts_.top_logits[i]) {
-        fail(Rule::not_top, slot, got.token(o_, slot),
-             [&] { return fmt::format("top token got {} with logit {} want a token with logit {} (the K largest candidate logits "
-                         "are not all reported)",
-                         got.token(o_, slot), logit, facts_.top_logits[i]); });
+        fail(Rule::not_top, slot, got.token(o_, slot), [&] {
+          return fmt::format("top token got {} with logit {} want a token with logit {} (the K largest candidate "
+                             "logits are not all reported)",
+                             got.token(o_, slot), logit, facts_.top_logits[i]);
+        });
         break;
       }
     }
