@@ -57,8 +57,6 @@ double sum_error(SumRule rule, double dev, std::uint64_t vocab, const Tolerance&
   return 0;
 }
 
-// row_tolerance for a row whose facts are known: its largest finite x, and whether SPEC §3 makes
-// its normalizer NaN (then there is nothing to calibrate).
 // The row's tolerance with dev = 0: the whole of it under the linear and sqrt rules and for a row
 // whose normalizer is NaN, its least value under the calibrated rule.
 RowTolerance uncalibrated_tolerance(std::uint64_t vocab, double row_max, const Tolerance& tolerance) {
@@ -80,6 +78,8 @@ void calibrate(std::span<const float> x, double row_max, const Tolerance& tolera
   row.sum_err = sum_error(tolerance.sum_rule, row.dev, x.size(), tolerance);
 }
 
+// row_tolerance for a row whose facts are known: its largest finite x, and whether SPEC §3 makes
+// its normalizer NaN (then there is nothing to calibrate).
 RowTolerance tolerance_of_row(std::span<const float> x, double row_max, bool normalizer_is_nan,
                               const Tolerance& tolerance) {
   RowTolerance row = uncalibrated_tolerance(x.size(), row_max, tolerance);
@@ -266,19 +266,23 @@ class RowJudge {
     }
   }
 
+  // Equal x have equal reference values (x + n, rounded once), so a token tied with one the
+  // reference reported, but not reported by it, is judged by that equal x's value.
+  void index_reference_values(const ResultData& reference) {
+    const auto vocab = static_cast<std::uint32_t>(batch_.vocab);
+    ref_by_logit_.clear();
+    for (std::uint64_t slot = 0; slot < width_; ++slot) {
+      const std::uint32_t t = reference.token(o_, slot);
+      if (t < vocab && !std::isnan(facts_.x[t])) ref_by_logit_.emplace(facts_.x[t], reference.value(o_, slot));
+    }
+  }
+
   // Calls f(slot, token, got value, reference value) for each value of the row that has a
-  // reference value to be judged by.
+  // reference value to be judged by (index_reference_values first).
   template <class F>
   void for_each_value(const ResultData& reference, const ResultData& got, F&& f) {
     const auto vocab = static_cast<std::uint32_t>(batch_.vocab);
     const std::vector<float>& x = facts_.x;
-    // Equal x have equal reference values (x + n, rounded once), so a token tied with one the
-    // reference reported, but not reported by it, is judged by that equal x's value.
-    ref_by_logit_.clear();
-    for (std::uint64_t slot = 0; slot < width_; ++slot) {
-      const std::uint32_t t = reference.token(o_, slot);
-      if (t < vocab && !std::isnan(x[t])) ref_by_logit_.emplace(x[t], reference.value(o_, slot));
-    }
     const float padding_value = facts_.normalizer_is_nan ? std::numeric_limits<float>::quiet_NaN() : -kInf;
     for (std::uint64_t slot = 0; slot < width_; ++slot) {
       const std::uint32_t t = got.token(o_, slot);
@@ -287,9 +291,9 @@ class RowJudge {
         if (t == reference.token(o_, k_)) f(slot, t, v, reference.value(o_, k_));
       } else if (t == vocab) {
         // A padding value that is the padding value (-inf, or NaN in a row whose normalizer is
-        // NaN) agrees and counts in no figure: only one that is not needs judging. At K = 65535
-        // most slots of most rows are padding.
-        if (!(v == padding_value || (std::isnan(v) && std::isnan(padding_value)))) f(slot, t, v, padding_value);
+        // NaN, matched exactly whatever the tolerance) agrees and counts in no figure: only one
+        // that is not needs judging. At K = 65535 most slots of most rows are padding.
+        if (!value_agrees(v, padding_value, facts_.tolerance)) f(slot, t, v, padding_value);
       } else if (t < vocab && is_candidate(x[t])) {
         const auto it = ref_by_logit_.find(x[t]);
         if (it != ref_by_logit_.end()) f(slot, t, v, it->second);
@@ -306,6 +310,7 @@ class RowJudge {
     // more of it than the largest share this verdict has seen, so the verdict, its figures and
     // the row they name are those of calibrating every row. On a passing batch most rows are not
     // calibrated once the first few have set the figure.
+    index_reference_values(reference);
     if (facts_.calibration_pending) {
       const ErrorStats& stats = verdict_.stats;
       bool matters = !stats.max_tolerance_row;
