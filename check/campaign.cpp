@@ -104,13 +104,14 @@ class Campaign {
       }
       // Backends that claim SPEC §8 are held to the canonical backend's bits.
       const std::optional<ResultData> canonical = canonical_result(options_.backends, batch, k, origin.ranks);
+      JudgedResults judged;
       for (std::size_t b = 0; b < options_.backends.size(); ++b) {
         const Backend& backend = *options_.backends[b];
         // Only the cell's first failure is reported, so only it is diagnosed.
         const Diagnose diagnosis = cell(b, i).first_failure.empty() ? Diagnose::when_failing : Diagnose::no;
         const BackendOutcome outcome = judge_backend(backend, batch, k, origin.ranks, reference, options_.tolerance,
                                                      canonical ? &*canonical : nullptr, diagnosis,
-                                                     {.max_kept = kFirstViolations});
+                                                     {.max_kept = kFirstViolations}, &judged);
         cell(b, i).add(outcome);
         if (!outcome.ok()) {
           cell(b, i).note_failure(origin.text, outcome);

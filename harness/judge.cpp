@@ -46,7 +46,7 @@ std::optional<ResultData> canonical_result(std::span<const Backend* const> backe
 
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
                              const ResultData& reference, const Tolerance& tolerance, const ResultData* canonical,
-                             Diagnose diagnosis, const KeptViolations& kept) {
+                             Diagnose diagnosis, const KeptViolations& kept, JudgedResults* judged) {
   using Clock = std::chrono::steady_clock;
   BackendOutcome outcome;
   outcome.skipped = missing_part(backend.features(), batch.view(), k, ranks);
@@ -60,15 +60,32 @@ BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std
   }
   outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!outcome.error.empty()) return outcome;
-  const Tolerance judged_by = tolerance_for(backend, tolerance);
-  outcome.verdict = compare_result(batch, k, reference, got, judged_by, kept);
-  if (!outcome.verdict.ok() && diagnosis == Diagnose::when_failing)
-    outcome.diagnoses = diagnose(batch.view(), k, got, outcome.verdict, judged_by);
   if (canonical != nullptr && backend.claims_canonical_arithmetic()) {
     if (const std::string difference = first_bit_difference(got, *canonical); !difference.empty())
       outcome.canonical_difference = "SPEC §8: bits differ from the canonical arithmetic's at " + difference;
   }
+  const Tolerance judged_by = tolerance_for(backend, tolerance);
+  JudgedResults::Judged* seen = judged != nullptr ? judged->find(got, judged_by) : nullptr;
+  outcome.verdict = seen != nullptr ? seen->verdict : compare_result(batch, k, reference, got, judged_by, kept);
+  const bool diagnosed = !outcome.verdict.ok() && diagnosis == Diagnose::when_failing;
+  if (diagnosed)
+    outcome.diagnoses = seen != nullptr && seen->diagnoses ? *seen->diagnoses
+                                                           : diagnose(batch.view(), k, got, outcome.verdict, judged_by);
+  if (judged != nullptr) {
+    if (seen == nullptr) seen = &judged->add(std::move(got), judged_by, outcome.verdict);
+    if (diagnosed) seen->diagnoses = outcome.diagnoses;
+  }
   return outcome;
+}
+
+JudgedResults::Judged* JudgedResults::find(const ResultData& got, const Tolerance& tolerance) {
+  for (Judged& j : judged_)
+    if (j.tolerance == tolerance && same_bits(j.result, got)) return &j;
+  return nullptr;
+}
+
+JudgedResults::Judged& JudgedResults::add(ResultData got, const Tolerance& tolerance, Verdict verdict) {
+  return judged_.emplace_back(Judged{std::move(got), tolerance, std::move(verdict), std::nullopt});
 }
 
 Verdict judge_against_reference(const BatchData& batch, std::uint32_t k, const ResultData& got,

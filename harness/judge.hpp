@@ -36,12 +36,36 @@ Tolerance tolerance_for(const Backend& backend, Tolerance tolerance);
 // (SPEC §4) is not run: outcome.skipped names the part. When `canonical` is given (the canonical
 // backend's result, ranks as asked) and the backend claims SPEC §8, its bits must equal it. A
 // failing verdict is diagnosed unless `diagnosis` says no (a shrinker asks only whether it fails).
-// The verdict keeps the violations `kept` says.
+// The verdict keeps the violations `kept` says. With `judged`, a result whose bits equal one
+// judged before on the same case is given that one's verdict (see JudgedResults).
 enum class Diagnose : bool { no, when_failing };
+class JudgedResults;
 BackendOutcome judge_backend(const Backend& backend, const BatchData& batch, std::uint32_t k, bool ranks,
                              const ResultData& reference, const Tolerance& tolerance,
                              const ResultData* canonical = nullptr, Diagnose diagnosis = Diagnose::when_failing,
-                             const KeptViolations& kept = {});
+                             const KeptViolations& kept = {}, JudgedResults* judged = nullptr);
+
+// The verdicts given on one case (one batch, K, reference result and KeptViolations), by result.
+// compare_result and diagnose are functions of their inputs, so a result with the same bits as
+// one judged before by the same tolerance takes its verdict and diagnoses without being judged
+// again: the campaign's backends that claim SPEC §8 (the canonical one, cpu and each of its
+// variants) give one result between them, judged once. Each distinct result is kept.
+class JudgedResults {
+ public:
+  struct Judged {
+    ResultData result;
+    Tolerance tolerance;
+    Verdict verdict;
+    std::optional<std::vector<Diagnosis>> diagnoses;  // once its failing verdict was diagnosed
+  };
+  // The result with `got`'s bits judged by `tolerance`, or nullptr.
+  Judged* find(const ResultData& got, const Tolerance& tolerance);
+  Judged& add(ResultData got, const Tolerance& tolerance, Verdict verdict);
+  std::size_t size() const { return judged_.size(); }  // the results judged
+
+ private:
+  std::vector<Judged> judged_;
+};
 
 // The canonical backend's result for the case, or nothing when the build has no such backend or
 // none of `backends` claims SPEC §8 (so there is nothing to hold to it).

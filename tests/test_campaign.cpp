@@ -4,12 +4,14 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
 #include "check/campaign.hpp"
 #include "check/hand_cases.hpp"
 #include "harness/batch_file.hpp"
+#include "harness/judge.hpp"
 #include "temp_dir.hpp"
 
 namespace logprobs {
@@ -51,6 +53,72 @@ class PlantedBugBackend final : public Backend {
     if (out.rows >= 6) out.lp_logits[out.rows * out.width - 1] += 1.0f;
   }
 };
+
+// The reference with every finite value 3e-4 too high (a normalizer shift, which the diagnosis
+// names), under names that give the same bits: one declares one f32 chain of sums, so it is
+// judged by the linear rule (SPEC §5).
+class Shifted final : public Backend {
+ public:
+  Shifted(std::string_view name, bool one_chain) : name_(name), one_chain_(one_chain) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return "the reference, every value 3e-4 too high"; }
+  Features features() const override { return Features::all(); }
+  bool sums_in_one_chain() const override { return one_chain_; }
+
+ protected:
+  void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
+    reference_backend().run(batch, k, out);
+    for (float& v : out.lp_logits)
+      if (std::isfinite(v)) v += 3e-4f;
+  }
+
+ private:
+  std::string_view name_;
+  bool one_chain_;
+};
+
+// Everything of an outcome that a report shows.
+std::string shown(const BackendOutcome& o) {
+  std::ostringstream text;
+  const Verdict& v = o.verdict;
+  text << v.violation_count << " violations, " << v.stats.rows << " rows, " << v.stats.values << " values, "
+       << v.stats.max_abs_error << " " << v.stats.max_ulp_error << " " << v.stats.max_tolerance_used << "\n";
+  for (const std::uint64_t count : v.rule_counts) text << count << " ";
+  for (const FailedRow& row : v.failed_rows) text << row.output_row << ":" << row.rules << " ";
+  for (const Violation& violation : v.violations) text << "\n" << violation.message();
+  for (const Diagnosis& d : o.diagnoses) text << "\n" << d.message();
+  return text.str();
+}
+
+// A result judged again on the same case takes its first verdict (JudgedResults): the same as
+// judging it anew, but only where the tolerance is the same too.
+TEST(JudgedResults, AResultWithTheSameBitsTakesTheVerdictItWouldGet) {
+  BatchData batch;
+  batch.vocab = batch.row_stride = 300;
+  batch.rows = 8;
+  batch.logits.resize(batch.rows * batch.vocab);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (float& x : batch.logits) x = normal(rng);
+  batch.sampled_tokens = {0, 1, 2, 3, 4, 5, 6, 7};
+  batch.logit_row_offsets = batch.lp_output_offsets = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  batch.token_row_offsets = std::vector<std::uint32_t>(9, 0);
+  const std::uint32_t k = 3;
+  const ResultData reference = run_backend(reference_backend(), batch, k);
+  const Shifted shifted("shifted", false), twin("shifted-twin", false), one_chain("shifted-one-chain", true);
+  JudgedResults judged;
+  for (const Backend* backend : std::initializer_list<const Backend*>{&shifted, &twin, &one_chain, &shifted}) {
+    SCOPED_TRACE(backend->name());
+    for (const Diagnose diagnosis : {Diagnose::no, Diagnose::when_failing}) {
+      const BackendOutcome anew = judge_backend(*backend, batch, k, false, reference, {}, nullptr, diagnosis);
+      ASSERT_FALSE(anew.ok());
+      EXPECT_EQ(anew.diagnoses.empty(), diagnosis == Diagnose::no);
+      EXPECT_EQ(shown(judge_backend(*backend, batch, k, false, reference, {}, nullptr, diagnosis, {}, &judged)),
+                shown(anew));
+    }
+  }
+  EXPECT_EQ(judged.size(), 2u) << "one result judged by each of two tolerances";
+}
 
 // The planted backend alone at K = 0, over at most 30 random cases from seed 11.
 CampaignReport run_planted(const Tolerance& tolerance, const std::string& folder, std::ostringstream& log) {
