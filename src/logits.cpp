@@ -19,8 +19,6 @@ std::string_view dtype_name(LogitsDtype dtype) {
   return "unknown";
 }
 
-float bf16_to_f32(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
 float f16_to_f32(std::uint16_t bits) {
   const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1fu;
@@ -34,6 +32,17 @@ float f16_to_f32(std::uint16_t bits) {
   return std::bit_cast<float>(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
 }
 
+namespace {
+
+// The 16-bit logit j of a row at any alignment.
+std::uint16_t bits_at(const std::byte* row, std::size_t j) {
+  std::uint16_t bits;
+  std::memcpy(&bits, row + 2 * j, 2);
+  return bits;
+}
+
+}  // namespace
+
 void read_row(const RaggedBatch& batch, const RowTask& task, std::span<float> x) {
   const std::byte* row = batch.row_bytes(task.logit_row);
   switch (batch.dtype) {
@@ -41,15 +50,11 @@ void read_row(const RaggedBatch& batch, const RowTask& task, std::span<float> x)
       std::memcpy(x.data(), row, x.size() * sizeof(float));
       break;
     case LogitsDtype::bf16:
-    case LogitsDtype::f16: {
-      const auto widen = batch.dtype == LogitsDtype::bf16 ? bf16_to_f32 : f16_to_f32;
-      for (std::size_t j = 0; j < x.size(); ++j) {
-        std::uint16_t bits;
-        std::memcpy(&bits, row + 2 * j, 2);  // any alignment
-        x[j] = widen(bits);
-      }
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = bf16_to_f32(bits_at(row, j));
       break;
-    }
+    case LogitsDtype::f16:
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = f16_to_f32(bits_at(row, j));
+      break;
   }
   if (batch.has_temperatures()) {
     const float t = (*batch.temperatures)[task.batch_item];
