@@ -125,9 +125,14 @@ class Exp2Table {
   }
 };
 
-// canonical::exp_f32, lane by lane. kInRange: the caller knows every x >= kExpFloor (so not NaN
-// or -inf), where the definition's selection of 0 below the range would select nothing.
-template <bool kInRange = false, class D, class V = hn::Vec<D>>
+// What CanonicalExp does below kExpFloor. kDefinition: the definition's 0, for -inf and NaN too.
+// kInRange: the caller knows every x >= kExpFloor, where that selection would select nothing.
+// kNaNStays: 0 for x < kExpFloor but NaN for NaN, so that a sum of terms is NaN iff some x was;
+// every other x gets the definition's bits.
+enum class ExpDomain { kDefinition, kInRange, kNaNStays };
+
+// canonical::exp_f32, lane by lane, in `kDomain`.
+template <ExpDomain kDomain = ExpDomain::kDefinition, class D, class V = hn::Vec<D>>
 HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const hn::RebindToUnsigned<D> du;
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
@@ -138,13 +143,14 @@ HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const V s = hn::Mul(r, Fma(d, hn::Set(d, 0.4999999701976776f), r, hn::Set(d, 1.0000146627426147f)));
   const V entry = table.scaled(hn::BitCast(du, t));
   const V e = Fma(d, entry, s, entry);
-  if constexpr (kInRange) return e;
+  if constexpr (kDomain == ExpDomain::kInRange) return e;
+  if constexpr (kDomain == ExpDomain::kNaNStays) return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, canonical::kExpFloor)), e);
   return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), e);
 }
 
-template <bool kInRange = false, class D, class V = hn::Vec<D>>
+template <ExpDomain kDomain = ExpDomain::kDefinition, class D, class V = hn::Vec<D>>
 HWY_INLINE V CanonicalExp(D d, V x) {
-  return CanonicalExp<kInRange>(d, x, Exp2Table<D>());
+  return CanonicalExp<kDomain>(d, x, Exp2Table<D>());
 }
 
 // canonical::combine of lanes (a_max, a_sum) and (b_max, b_sum), lane by lane: the same branch

@@ -9,21 +9,20 @@
 // order, whatever N is (16 on AVX-512, 8 on AVX2, 4 on SSE4, 1 on the scalar fallback).
 //
 // Two passes over each segment of 1024 entries (4 KiB, so the second reads L1):
-//   1. The max (every lane's, then across lanes: the segment's m, exact in any order), top-K
-//      admission, the rank count. Admission: the tile is compared against the buffer's threshold
-//      (one Le + And per vector); only when some lane is not <= threshold does it take the
-//      admission path, which appends the lanes above threshold (compress_admit-inl.h). A NaN
-//      fails every `<=`, so NaN detection costs nothing on the common path: the admission path
-//      records it. x transformed from 16-bit or by a temperature is written to a staging buffer
-//      here, so that it is computed once.
+//   1. The max and min (every lane's, then across lanes: the segment's m, exact in any order),
+//      top-K admission, the rank count. Admission: the tile is compared against the buffer's
+//      threshold (TileMayAdmit: on AVX-512 its lanewise max, elsewhere each vector); only when
+//      some lane may be above it does it take the admission path, which appends the lanes above
+//      threshold (compress_admit-inl.h). x transformed from 16-bit or by a temperature is
+//      written to a staging buffer here, so that it is computed once.
 //   2. Per lane: exp(x - m) by the definition's exp (canonical_exp-inl.h), summed per tile as
-//      (E0 + E1) + (E2 + E3), tile after tile; then the 16 lanes in the definition's tree.
+//      (E0 + E1) + (E2 + E3), tile after tile; then the 16 lanes in the definition's tree. A NaN
+//      is found here, at no cost per entry: it makes the segment's sum NaN (segment()).
 // Why m is the segment's max and not a running reference point: every exponent is then <= 0 (no
 // overflow, no rescaling inside a segment), and segments combine by the definition's pairwise
 // tree, which the CUDA backend computes with thousands of threads and this loop in order.
 // SPEC §3: NaN is flagged (kHasNaN), +inf makes m = +inf (kHasPosInf); the normalizer of either
-// is NaN whatever the sums, so a NaN that reaches a lane's max on a target whose Max passes it
-// through changes no output bit.
+// is NaN whatever the sums, so a NaN that reaches a lane's max or a sum changes no output bit.
 // clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "row_kernel.cpp"
@@ -112,6 +111,44 @@ HWY_INLINE float SmallestLane(V v) {
   return smallest;
 }
 
+// Whether x[0, n) holds a NaN (the cold path of segments whose max is not finite).
+HWY_INLINE bool HoldsNaN(const float* x, std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i)
+    if (std::isnan(x[i])) return true;
+  return false;
+}
+
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+// The max of a and b where a NaN lane takes the other's value (NaN only where both are):
+// vrangeps with imm8 5 (the larger, its sign from the comparison), one instruction. Not hn::Max:
+// x86's maxps returns its second operand whenever either is NaN, so in a tree a NaN could hide a
+// value that beats the threshold.
+HWY_INLINE V MaxIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 5)}; }
+#endif
+
+// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima: true
+// when some entry may be above `threshold` (the caller then admits, comparing each vector).
+// Where MaxIgnoringNaN is one instruction, one comparison of the tile's lanewise max: a tile of
+// only entries <= threshold (the common case once the threshold has risen) costs kTileVectors - 1
+// of them and one compare, where a compare per vector and the masks' ands cost twice that; NaN is
+// not seen here (the segment's sum tells, see segment()). Elsewhere, a compare per vector.
+HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max) {
+  const D d;
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+  if constexpr (kTileVectors == 4) {
+    const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
+    // A lane of top is NaN only if all four of its entries are, and hn::Max then keeps max[0]'s.
+    max[0] = hn::Max(top, max[0]);
+    return !hn::AllTrue(d, hn::Le(top, threshold));
+  }
+#endif
+  auto below = hn::Le(x[0], threshold);
+  for (std::size_t i = 1; i < kTileVectors; ++i) below = hn::And(below, hn::Le(x[i], threshold));
+  // hn::Max(x, max) keeps max's lane where x is NaN.
+  for (std::size_t i = 0; i < kTileVectors; ++i) max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+  return !hn::AllTrue(d, below);
+}
+
 // The rare part of admission, out of line: compaction and the ascending-row seed. Returns the
 // new threshold.
 HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, std::uint64_t ahead,
@@ -139,7 +176,8 @@ class ChunkScanner {
         temperature_(hn::Set(D(), row_.temperature.value_or(1.0f))),
         buffer_(buffer),
         threshold_(hn::Set(D(), buffer.threshold())),
-        xs_(hn::Set(D(), in.xs)) {
+        xs_(hn::Set(D(), in.xs)),
+        count_rank_(in.count_rank) {
   }
 
   ChunkScan run() {
@@ -158,31 +196,46 @@ class ChunkScanner {
  private:
   // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
   HWY_INLINE void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
-    admit(x, at);
-    for (std::size_t i = 0; i < kTileVectors; ++i) {
-      max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
-      min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
-    }
-    if (in_.count_rank) count_at_least_xs(x, valid);
+    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max))) admit(x, at);
+    // On x86 hn::Min(x, min) keeps min's lane where x is NaN (elsewhere a NaN min only sends the
+    // segment down segment()'s slower paths).
+    for (std::size_t i = 0; i < kTileVectors; ++i) min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
+    if (count_rank_) count_at_least_xs(x, valid);
   }
 
   // Pass 2 over one tile of x at p: each lane's term (E0 + E1) + (E2 + E3), added to its sum.
-  // Meanwhile `prefetch` (the next segment's share for this tile, or null) is asked for: pass 1
+  // Meanwhile `prefetch` (a later segment's share for this tile) is asked for: pass 1
   // is memory's and pass 2 the exp's, and without it the two would take turns instead of
   // overlapping (perf: half the samples waited on pass 1's loads).
-  template <bool kInRange>
+  template <ExpDomain kDomain>
   static HWY_INLINE void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch,
                                           const Exp2Table<D>& table) {
     const D d;
-    if (prefetch != nullptr)
-      for (std::size_t line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(prefetch + 64 * line);
+    for (std::size_t line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(prefetch + 64 * line);
     for (std::size_t h = 0; h < kRegs; ++h) {
-      const V e0 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (0 * kRegs + h) * kN), m), table);
-      const V e1 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (1 * kRegs + h) * kN), m), table);
-      const V e2 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (2 * kRegs + h) * kN), m), table);
-      const V e3 = CanonicalExp<kInRange>(d, hn::Sub(hn::LoadU(d, p + (3 * kRegs + h) * kN), m), table);
+      const V e0 = CanonicalExp<kDomain>(d, hn::Sub(hn::LoadU(d, p + (0 * kRegs + h) * kN), m), table);
+      const V e1 = CanonicalExp<kDomain>(d, hn::Sub(hn::LoadU(d, p + (1 * kRegs + h) * kN), m), table);
+      const V e2 = CanonicalExp<kDomain>(d, hn::Sub(hn::LoadU(d, p + (2 * kRegs + h) * kN), m), table);
+      const V e3 = CanonicalExp<kDomain>(d, hn::Sub(hn::LoadU(d, p + (3 * kRegs + h) * kN), m), table);
       lanes[h] = hn::Add(lanes[h], hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)));
     }
+  }
+
+  // Pass 2 over the segment's x[0, tiles * kTile) and then its staged partial tile if `tail`:
+  // the 16 lane sums, in the definition's tree. `prefetch`: what to ask for, tile by tile.
+  template <ExpDomain kDomain>
+  float sum_of_terms(const float* HWY_RESTRICT x, std::uint64_t tiles, bool tail, V m,
+                     const std::byte* prefetch) const {
+    const D d;
+    V lanes[kRegs];
+    for (V& l : lanes) l = hn::Zero(d);
+    const Exp2Table<D> table;
+    for (std::uint64_t t = 0; t < tiles; ++t)
+      second_pass_tile<kDomain>(x + t * kTile, m, lanes, prefetch + t * kPrefetchLines * 64, table);
+    if (tail) second_pass_tile<kDomain>(stage_ + tiles * kTile, m, lanes, prefetch, table);
+    HWY_ALIGN float lane_sums[canonical::kLanes];
+    for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
+    return canonical::lane_tree(lane_sums);
   }
 
   // Segment [begin, begin + n): its canonical partial.
@@ -219,28 +272,28 @@ class ChunkScanner {
     canonical::Partial partial{largest, 0.0f};
     pos_inf_ |= partial.max == std::numeric_limits<float>::infinity();
 
-    V lanes[kRegs];
-    for (V& l : lanes) l = hn::Zero(d);
-    const Exp2Table<D> table;
     const float* x = kStaged ? stage_ : row_.plain_row() + begin;
-    const bool ahead = begin + kPrefetchSegments * canonical::kSegment < in_.vocab;
-    const std::byte* next = row_.entry(begin + kPrefetchSegments * canonical::kSegment);
-    // Every x - m of the segment in exp's range (x - m is monotone in x, so the min's tells):
-    // exp's selection of 0 below the range would select nothing, and is left out. The min does
-    // not see NaN on x86 (the row's normalizer is NaN anyway, SPEC §3).
-    const bool in_range = SmallestLane(min[0]) - largest >= canonical::kExpFloor;
-    for (std::uint64_t t = 0; t < full_tiles; ++t) {
-      const std::byte* prefetch = ahead ? next + t * kPrefetchLines * 64 : nullptr;
-      if (in_range) {
-        second_pass_tile<true>(x + t * kTile, m, lanes, prefetch, table);
-      } else {
-        second_pass_tile<false>(x + t * kTile, m, lanes, prefetch, table);
-      }
+    // The segment two ahead, or (at the row's end) this one again, which L1 holds: no branch.
+    const std::uint64_t ahead = begin + kPrefetchSegments * canonical::kSegment;
+    const std::byte* prefetch = row_.entry(ahead < in_.vocab ? ahead : begin);
+    // NaN: pass 1 does not see it (neither the maxima nor the minima take a NaN lane), but with
+    // m finite the sum does: its terms are exp's for x - m in [kExpFloor, 0], or 0 below, or NaN
+    // for NaN (kNaNStays), so the sum is NaN iff the segment holds a NaN. Its bits are then not the
+    // definition's, but SPEC §3 makes the row's normalizer NaN whatever the sums.
+    if (SmallestLane(min[0]) - largest >= canonical::kExpFloor) {
+      // Every x - m in exp's range (x - m is monotone in x, so the min's tells): exp's selection
+      // of 0 below the range would select nothing, and is left out (NaN stays NaN there too).
+      partial.sum = sum_of_terms<ExpDomain::kInRange>(x, full_tiles, tail > 0, m, prefetch);
+    } else if (std::isfinite(largest)) {
+      partial.sum = sum_of_terms<ExpDomain::kNaNStays>(x, full_tiles, tail > 0, m, prefetch);
+    } else {
+      // m = +inf or -inf (only -inf and NaN): every term is exp of NaN or of -inf, 0 by the
+      // definition, so the sum is 0; NaN is looked for.
+      partial.sum = 0.0f;
+      has_nan_ |= HoldsNaN(x, full_tiles * kTile) || HoldsNaN(stage_ + full_tiles * kTile, tail);
+      return partial;
     }
-    if (tail > 0) second_pass_tile<false>(stage_ + full_tiles * kTile, m, lanes, nullptr, table);
-    HWY_ALIGN float lane_sums[canonical::kLanes];
-    for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
-    partial.sum = canonical::lane_tree(lane_sums);
+    has_nan_ |= std::isnan(partial.sum);
     return partial;
   }
 
@@ -263,16 +316,11 @@ class ChunkScanner {
   // admit is unpredictable).
   HWY_INLINE void admit(const V* x, std::uint64_t at) {
     const D d;
-    auto below = hn::Le(x[0], threshold_);
-    for (std::size_t i = 1; i < kTileVectors; ++i) below = hn::And(below, hn::Le(x[i], threshold_));
-    if (HWY_LIKELY(hn::AllTrue(d, below))) return;
     for (std::size_t i = 0; i < kTileVectors; ++i) {
       // Gt is false for NaN, and for -inf (threshold >= -inf).
       const auto token = static_cast<std::uint32_t>(at + i * kN);
       buffer_.added(
           CompressAdmit(d, x[i], hn::Gt(x[i], threshold_), token, buffer_.value_tail(), buffer_.token_tail()));
-      // IsNaN, not Ne(x, x): Highway's Ne is an ordered compare on x86 (false for NaN).
-      if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(x[i])))) has_nan_ = true;
     }
     if (HWY_UNLIKELY(buffer_.over_capacity() || buffer_.wants_seed())) {
       const std::uint64_t ahead = at + kTile, end = in_.begin + in_.n;
@@ -286,6 +334,7 @@ class ChunkScanner {
   CandidateBuffer& buffer_;
   V threshold_;
   const V xs_;
+  const bool count_rank_;
   std::uint64_t at_least_xs_ = 0;
   bool has_nan_ = false;
   bool pos_inf_ = false;

@@ -231,6 +231,23 @@ TEST_P(CpuBackendPerTarget, SpecialRowsGiveTheCanonicalBits) {
   }
 }
 
+// NaN in every tile, in one of its four steps (16 entries apart in a logical lane), the step
+// changing from row to row: a NaN must hide no entry of its lane from admission (on AVX-512 pass
+// 1 tests a tile's lanewise max, which x86's maxps, returning its second operand when either is
+// NaN, would have made the NaN's and not the entry's), and the row must still be flagged NaN.
+TEST_P(CpuBackendPerTarget, NaNInEveryTileHidesNoEntryOfItsLane) {
+  std::mt19937_64 rng(46);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  BatchData batch = batch_of_one_kind(8, 3000, rng, RowKind::Normal);
+  for (std::uint64_t r = 0; r < batch.rows; ++r)
+    for (std::uint64_t j = 0; j < batch.vocab; ++j)
+      if (j % canonical::kTile / canonical::kLanes == r % canonical::kSteps) batch.row(r)[j] = kNaN;
+  for (const std::uint32_t k : {1u, 20u}) {
+    EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+        << "K " << k;
+  }
+}
+
 TEST_P(CpuBackendPerTarget, AgreesWithReferenceOnEveryRowKind) {
   std::mt19937_64 rng(42);
   ErrorStats errors;
