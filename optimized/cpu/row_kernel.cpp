@@ -119,33 +119,42 @@ HWY_INLINE bool HoldsNaN(const float* x, std::uint64_t n) {
 }
 
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
-// The max of a and b where a NaN lane takes the other's value (NaN only where both are):
-// vrangeps with imm8 5 (the larger, its sign from the comparison), one instruction. Not hn::Max:
-// x86's maxps returns its second operand whenever either is NaN, so in a tree a NaN could hide a
-// value that beats the threshold.
+// The max (min) of a and b where a NaN lane takes the other's value (NaN only where both are):
+// vrangeps with imm8 5 (4), the larger (smaller) with its sign from the comparison, one
+// instruction. Not hn::Max: x86's maxps returns its second operand whenever either is NaN, so in
+// a tree a NaN could hide a value that beats the threshold.
 HWY_INLINE V MaxIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 5)}; }
+HWY_INLINE V MinIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 4)}; }
 #endif
 
-// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima: true
-// when some entry may be above `threshold` (the caller then admits, comparing each vector).
-// Where MaxIgnoringNaN is one instruction, one comparison of the tile's lanewise max: a tile of
-// only entries <= threshold (the common case once the threshold has risen) costs kTileVectors - 1
-// of them and one compare, where a compare per vector and the masks' ands cost twice that; NaN is
-// not seen here (the segment's sum tells, see segment()). Elsewhere, a compare per vector.
-HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max) {
+// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima and
+// minima: true when some entry may be above `threshold` (the caller then admits, comparing each
+// vector). Where MaxIgnoringNaN is one instruction, the tile's lanewise max and min are trees
+// and the test one compare of the max: a tile of only entries <= threshold (the common case once
+// the threshold has risen) costs 3 + 1 operations where a compare per vector and the masks' ands
+// cost 8, and the chains carried from tile to tile are one operation long, not four (maxps'
+// latency is 4 cycles). NaN is not seen here (the segment's sum tells, see segment()). Elsewhere
+// a compare per vector, and hn::Max(x, max) and Min, which keep max's and min's lane where x is
+// NaN on x86 (elsewhere a NaN extreme only sends the segment down segment()'s slower paths).
+HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
   const D d;
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
   if constexpr (kTileVectors == 4) {
     const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
-    // A lane of top is NaN only if all four of its entries are, and hn::Max then keeps max[0]'s.
+    const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
+    // A lane of top or bottom is NaN only if all four of its entries are; hn::Max and Min then
+    // keep max[0]'s and min[0]'s.
     max[0] = hn::Max(top, max[0]);
+    min[0] = hn::Min(bottom, min[0]);
     return !hn::AllTrue(d, hn::Le(top, threshold));
   }
 #endif
   auto below = hn::Le(x[0], threshold);
   for (std::size_t i = 1; i < kTileVectors; ++i) below = hn::And(below, hn::Le(x[i], threshold));
-  // hn::Max(x, max) keeps max's lane where x is NaN.
-  for (std::size_t i = 0; i < kTileVectors; ++i) max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+  for (std::size_t i = 0; i < kTileVectors; ++i) {
+    max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+    min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
+  }
   return !hn::AllTrue(d, below);
 }
 
@@ -196,10 +205,7 @@ class ChunkScanner {
  private:
   // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
   HWY_INLINE void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
-    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max))) admit(x, at);
-    // On x86 hn::Min(x, min) keeps min's lane where x is NaN (elsewhere a NaN min only sends the
-    // segment down segment()'s slower paths).
-    for (std::size_t i = 0; i < kTileVectors; ++i) min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
+    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max, min))) admit(x, at);
     if (count_rank_) count_at_least_xs(x, valid);
   }
 
