@@ -91,11 +91,25 @@ HWY_INLINE V LoadWidened(const std::byte* row, std::uint64_t i) {
   }
 }
 
-// The largest and the smallest of a vector's lanes. Not hn::MaxOfLanes and MinOfLanes: Highway
-// 1.0.3's portable fallback (EMU128) starts their folds at the lowest and highest finite floats,
-// so a segment of only -inf got m = -FLT_MAX there, and its row a finite normalizer where SPEC §3
-// says NaN (fuzz_differential found it). Once per segment of 1024 entries: the cost is nothing.
+// True where the kernel is AVX-512's (16 lanes), which has its own instructions for a few steps.
+#undef LOGPROBS_CPU_AVX512
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+#define LOGPROBS_CPU_AVX512 1
+static_assert(kN == 16);
+#else
+#define LOGPROBS_CPU_AVX512 0
+#endif
+
+// The largest and the smallest of a vector's lanes, none NaN. Not hn::MaxOfLanes and MinOfLanes:
+// Highway 1.0.3's portable fallback (EMU128) starts their folds at the lowest and highest finite
+// floats, so a segment of only -inf got m = -FLT_MAX there, and its row a finite normalizer where
+// SPEC §3 says NaN (fuzz_differential found it). On AVX-512, a tree of shuffles and maxps: the
+// scalar fold's store and fifteen dependent steps, once per segment of 1024 entries with the lane
+// tree below, were 8% of a K = 0 pass (perf).
 HWY_INLINE float LargestLane(V v) {
+#if LOGPROBS_CPU_AVX512
+  return _mm512_reduce_max_ps(v.raw);
+#endif
   HWY_ALIGN float lanes[kN];
   hn::Store(v, D(), lanes);
   float largest = lanes[0];
@@ -104,6 +118,9 @@ HWY_INLINE float LargestLane(V v) {
 }
 
 HWY_INLINE float SmallestLane(V v) {
+#if LOGPROBS_CPU_AVX512
+  return _mm512_reduce_min_ps(v.raw);
+#endif
   HWY_ALIGN float lanes[kN];
   hn::Store(v, D(), lanes);
   float smallest = lanes[0];
@@ -118,7 +135,25 @@ HWY_INLINE bool HoldsNaN(const float* x, std::uint64_t n) {
   return false;
 }
 
-#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+// canonical::lane_tree of the 16 logical lanes' sums, held in kRegs vectors. On AVX-512 the
+// tree's levels are a shuffle and an add each: lane 2i + (2i + 1), then at distances 2, 4 and 8,
+// lane 0 ending with the definition's sum (an addition's bits do not depend on its operands'
+// order).
+HWY_INLINE float LaneTree(const V* lanes) {
+#if LOGPROBS_CPU_AVX512
+  __m512 v = lanes[0].raw;
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));       // lanes 2i and 2i + 1
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));       // then 4i and 4i + 2
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // 8i and 8i + 4
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // 0 and 8
+  return _mm512_cvtss_f32(v);
+#endif
+  HWY_ALIGN float lane_sums[canonical::kLanes];
+  for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], D(), lane_sums + h * kN);
+  return canonical::lane_tree(lane_sums);
+}
+
+#if LOGPROBS_CPU_AVX512
 // The max (min) of a and b where a NaN lane takes the other's value (NaN only where both are):
 // vrangeps with imm8 5 (4), the larger (smaller) with its sign from the comparison, one
 // instruction. Not hn::Max: x86's maxps returns its second operand whenever either is NaN, so in
@@ -138,8 +173,8 @@ HWY_INLINE V MinIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 4
 // NaN on x86 (elsewhere a NaN extreme only sends the segment down segment()'s slower paths).
 HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
   const D d;
-#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
-  if constexpr (kTileVectors == 4) {
+#if LOGPROBS_CPU_AVX512
+  {
     const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
     const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
     // A lane of top or bottom is NaN only if all four of its entries are; hn::Max and Min then
@@ -239,9 +274,7 @@ class ChunkScanner {
     for (std::uint64_t t = 0; t < tiles; ++t)
       second_pass_tile<kDomain>(x + t * kTile, m, lanes, prefetch + t * kPrefetchLines * 64, table);
     if (tail) second_pass_tile<kDomain>(stage_ + tiles * kTile, m, lanes, prefetch, table);
-    HWY_ALIGN float lane_sums[canonical::kLanes];
-    for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], d, lane_sums + h * kN);
-    return canonical::lane_tree(lane_sums);
+    return LaneTree(lanes);
   }
 
   // Segment [begin, begin + n): its canonical partial.
