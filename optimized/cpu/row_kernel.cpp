@@ -379,12 +379,19 @@ class ChunkScanner {
   // admit is unpredictable).
   HWY_INLINE void admit(const V* x, std::uint64_t at) {
     const D d;
+    // The tail and the count in locals: through the buffer's members, each vector's stores
+    // waited on the previous one's update of the count in memory (perf: a K = 20 pass spent 13%
+    // of its samples in this path).
+    float* const values = buffer_.value_tail();
+    std::uint32_t* const tokens = buffer_.token_tail();
+    const V threshold = threshold_;
+    std::size_t admitted = 0;
     for (std::size_t i = 0; i < kTileVectors; ++i) {
       // Gt is false for NaN, and for -inf (threshold >= -inf).
       const auto token = static_cast<std::uint32_t>(at + i * kN);
-      buffer_.added(
-          CompressAdmit(d, x[i], hn::Gt(x[i], threshold_), token, buffer_.value_tail(), buffer_.token_tail()));
+      admitted += CompressAdmit(d, x[i], hn::Gt(x[i], threshold), token, values + admitted, tokens + admitted);
     }
+    buffer_.added(admitted);
     if (HWY_UNLIKELY(buffer_.over_capacity() || buffer_.wants_seed())) {
       const std::uint64_t ahead = at + kTile, end = in_.begin + in_.n;
       threshold_ = hn::Set(d, CompactOrSeed(buffer_, row_, ahead, ahead < end ? end - ahead : 0));
