@@ -22,6 +22,7 @@ void CandidateBuffer::reset(std::uint32_t k) {
   }
   seeded_ = false;
   compactions_in_chunk_ = 0;
+  compactions_close_ = false;
 }
 
 namespace {
@@ -180,6 +181,14 @@ void CandidateBuffer::compact() {
 void CandidateBuffer::start_chunk() {
   seeded_ = k_ == 0;
   compactions_in_chunk_ = 0;
+  compactions_close_ = false;
+}
+
+void CandidateBuffer::compact_at(std::uint64_t position) {
+  const bool after_one = compactions_in_chunk_ > 0;
+  compact();
+  compactions_close_ |= after_one && position - last_compaction_at_ <= 2 * (std::uint64_t{k_} + 64);
+  last_compaction_at_ = position;
 }
 
 void CandidateBuffer::seed_from_ahead(const RowSource& row, std::uint64_t begin, std::uint64_t n) {

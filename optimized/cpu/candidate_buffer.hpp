@@ -63,16 +63,21 @@ class CandidateBuffer {
   void compact();
 
   // Ascending rows defeat a running threshold: every entry beats the K-th best so far, and the
-  // buffer compacts every K + 64 entries. A second compaction within one chunk is the sign (a
-  // random row's admissions thin out as K / position, so it rarely compacts twice in a chunk
-  // after its first); the kernel then asks for a seed from the entries not yet scanned,
-  // [ahead, ahead + n): with t the K-th largest candidate among the last entries of that range,
-  // at least K entries >= t are still to come and each will be admitted (the threshold becomes
-  // the float just below t), so everything below t is beaten by K of them and may be rejected.
-  // For ascending rows t is the chunk's exact K-th best. At most once per chunk (start_chunk
-  // re-arms it), so a false alarm costs one selection over max(2K, 256) entries.
+  // buffer compacts every K + 64 entries. Two compactions within 2 (K + 64) entries of each other
+  // in one chunk are the sign (compact_at, the kernel's compaction, tells where it is in the row):
+  // a random row's admissions thin out as K / position, so its first compactions lie far apart
+  // (the second about (2K + 64) e^((K + 64) / K) entries in, 6.9k at K = 20), where the rule
+  // before, any second compaction in a chunk, took a random row's first chunk for a sorted one
+  // and paid a seed in every row (at 1 x 128256, K = 20, a fifth of each half-row's scan). The
+  // kernel then asks for a seed from the entries not yet scanned, [ahead, ahead + n): with t
+  // the K-th largest candidate among the last entries of that range, at least K entries >= t are
+  // still to come and each will be admitted (the threshold becomes the float just below t), so
+  // everything below t is beaten by K of them and may be rejected. For ascending rows t is the
+  // chunk's exact K-th best. At most once per chunk (start_chunk re-arms it), so a false alarm
+  // costs one selection over max(2K, 256) entries.
   void start_chunk();
-  bool wants_seed() const { return !seeded_ && compactions_in_chunk_ >= 2; }
+  void compact_at(std::uint64_t position);
+  bool wants_seed() const { return !seeded_ && compactions_close_; }
   // The entries not yet scanned are [begin, begin + n) of `row`.
   void seed_from_ahead(const RowSource& row, std::uint64_t begin, std::uint64_t n);
 
@@ -110,6 +115,8 @@ class CandidateBuffer {
   std::vector<std::uint32_t> keys_;  // selection workspace (radix)
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
+  std::uint64_t last_compaction_at_ = 0;
+  bool compactions_close_ = false;
 
   // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values.
   float kth_largest(const float* values, std::size_t n, std::size_t k);

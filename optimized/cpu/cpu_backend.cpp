@@ -11,15 +11,16 @@
 // Two schedules, bitwise identical in output:
 //   - rows >= threads, or K > kSplitMaxK: each thread scans whole rows, chunk after chunk, with
 //     one candidate buffer whose threshold carries across chunks (the cheapest: fewest admissions);
-//   - rows < threads (decode) at small K: (row, chunk) pairs are scanned in parallel, each chunk
-//     with its own buffer; the thread that finishes a row's last chunk appends its chunks'
-//     survivors in chunk order and reduces their partials.
+//   - rows < threads (decode) at small K: (row, part) pairs are scanned in parallel, a part being
+//     a run of whole chunks scanned like a row; the thread that finishes a row's last part appends
+//     its parts' survivors in part order and reduces the chunks' partials.
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct RowStats {
   std::uint64_t rank = 0;
 };
 
-RowStats row_stats(std::vector<ChunkScan>& chunks) {
+RowStats row_stats(std::span<const ChunkScan> chunks) {
   std::vector<canonical::Partial> parts(chunks.size());
   std::uint32_t flags = 0;
   RowStats stats;
@@ -110,11 +111,10 @@ class CpuBackend final : public Backend {
   }
 
  protected:
-  // Splitting a row pays only while its merge is small: each chunk's survivors (up to K) are
+  // Splitting a row pays only while its merge is small: each part's survivors (up to K) are
   // merged on one thread after the parallel scans, so the serial part grows with K while the
-  // parallel part does not. Measured on 1 x {32000, 128256} f32 at 2 threads (median of 5):
-  // split is 1.1x faster at K = 7, even at K = 255 and 1023, 0.93x and 0.74x at K = 4095 and
-  // 0.24x at K = 65535, where every chunk keeps all its entries.
+  // parallel part does not. Measured on 1 x 128256 f32 at 2 threads (two runs each), split into
+  // parts against whole rows: 1.1x faster at K = 7 to 1023, 0.94x at K = 4095, 0.41x at K = 65535.
   static constexpr std::uint32_t kSplitMaxK = 1023;
 
   void compute(const RaggedBatch& batch, std::uint32_t k, const LogprobsOutput& out) const override {
@@ -170,19 +170,22 @@ class CpuBackend final : public Backend {
     }
   }
 
-  struct ChunkResult {
-    ChunkScan scan;
-    std::vector<float> values;  // the chunk's survivors, token order
-    std::vector<std::uint32_t> tokens;
-  };
-
+  // Fewer rows than threads: each row is cut into `parts` runs of whole chunks, as many as the
+  // threads give it, and each part is scanned like a whole row (one buffer, its threshold carried
+  // from chunk to chunk); the thread that finishes a row's last part merges the parts' survivors
+  // in part order, which is token order. Parts of one run of chunks, not one item per chunk:
+  // a chunk's fresh buffer admitted 2K + 64 entries and compacted several times, and each
+  // chunk's survivors were compacted again and copied, which at 1 x 128256, K = 20 left 2 threads
+  // 1.07x faster than one.
   void split_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
                   const LogprobsOutput& out) const {
     const std::uint64_t chunks = chunk_count(batch.vocab);
-    std::vector<ChunkResult> results(tasks.size() * chunks);
+    const std::uint64_t threads = std::uint64_t(openmp_max_threads());
+    if (tasks.empty()) return;
+    const std::uint64_t parts = std::min(chunks, (threads + tasks.size() - 1) / tasks.size());
     std::vector<RowSource> rows;
     for (const RowTask& task : tasks) rows.emplace_back(batch, task);
-    // Fewer rows than threads: the row samples are few and cheap, so take them serially.
+    // The row samples are few and cheap (fewer rows than threads), so take them serially.
     std::vector<float> speculative(tasks.size()), xs(tasks.size());
     {
       CandidateBuffer buffer;
@@ -192,54 +195,40 @@ class CpuBackend final : public Backend {
         xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
       }
     }
-    // The thread that scans a row's last outstanding chunk also merges the row, so the whole step
+    // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans.
+    std::vector<CandidateBuffer> survivors(tasks.size() * parts);
+    std::vector<ChunkScan> scans(tasks.size() * chunks);
+    // The thread that scans a row's last outstanding part also merges the row, so the whole step
     // is one parallel loop with no barrier in between (a barrier costs a scheduler quantum on a
-    // busy machine). Which thread merges does not matter: it merges in chunk order.
-    std::vector<std::atomic<std::uint64_t>> chunks_left(tasks.size());
-    for (auto& left : chunks_left) left.store(chunks, std::memory_order_relaxed);
-    //
-    // A chunk's buffer starts from the K-th best of the survivors this thread kept from earlier
-    // chunks of the same row (`carried`), not from nothing, which would admit 2K + 64 entries and
-    // compact several times in every chunk. Why it loses nothing: an entry <= that threshold is
-    // beaten by K survivors of earlier chunks, which have smaller tokens and reach the merge.
-    // Which thread scanned what changes only how much is admitted, never the merged top-K.
+    // busy machine). Which thread merges does not matter: it merges in part order.
+    std::vector<std::atomic<std::uint64_t>> parts_left(tasks.size());
+    for (auto& left : parts_left) left.store(parts, std::memory_order_relaxed);
 #pragma omp parallel
     {
-      CandidateBuffer buffer, carried;
-      std::size_t carried_row = tasks.size(), last_item = 0;  // none yet
-      std::vector<ChunkScan> scans(chunks), ignored(chunks);
+      CandidateBuffer merged;
+      std::vector<ChunkScan> ignored(chunks);
 #pragma omp for schedule(dynamic, 1)
-      for (std::size_t item = 0; item < results.size(); ++item) {
-        const std::size_t t = item / chunks;
-        // Only earlier chunks may carry (their survivors must have the smaller tokens); OpenMP
-        // hands dynamic iterations out in increasing order, but that is not promised.
-        if (t != carried_row || item < last_item) {
-          carried.reset(k);
-          carried_row = t;
-        }
-        last_item = item;
+      for (std::size_t item = 0; item < survivors.size(); ++item) {
+        const std::size_t t = item / parts, p = item % parts;
+        CandidateBuffer& buffer = survivors[item];
         buffer.reset(k);
-        buffer.raise_threshold(std::max(speculative[t], carried.threshold()));
-        ChunkResult& r = results[item];
-        r.scan = scan_(chunk_input(rows[t], batch.vocab, item % chunks, out.ranks, xs[t]), buffer);
+        buffer.raise_threshold(speculative[t]);
+        for (std::uint64_t c = p * chunks / parts; c < (p + 1) * chunks / parts; ++c)
+          scans[t * chunks + c] = scan_(chunk_input(rows[t], batch.vocab, c, out.ranks, xs[t]), buffer);
         buffer.compact();
-        r.values.assign(buffer.values(), buffer.values() + buffer.size());
-        r.tokens.assign(buffer.tokens(), buffer.tokens() + buffer.size());
-        for (std::size_t i = 0; i < buffer.size(); ++i) carried.admit(buffer.values()[i], buffer.tokens()[i]);
-        carried.compact();
-        // acq_rel: the merging thread sees every other chunk's result.
-        if (chunks_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+        // acq_rel: the merging thread sees every other part's result.
+        if (parts_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
 
-        buffer.reset(k);
-        for (std::uint64_t c = 0; c < chunks; ++c) {
-          const ChunkResult& chunk = results[t * chunks + c];
-          scans[c] = chunk.scan;
-          for (std::size_t i = 0; i < chunk.values.size(); ++i) buffer.admit(chunk.values[i], chunk.tokens[i]);
+        merged.reset(k);
+        for (std::uint64_t q = 0; q < parts; ++q) {
+          const CandidateBuffer& part = survivors[t * parts + q];
+          for (std::size_t i = 0; i < part.size(); ++i) merged.admit(part.values()[i], part.tokens()[i]);
         }
-        buffer.compact();
-        if (speculative[t] > kNegInf && buffer.size() < k)
-          rescan_without_speculation(rows[t], batch.vocab, k, buffer, ignored);
-        write_row(batch, tasks[t], rows[t], k, row_stats(scans), buffer, out);
+        merged.compact();
+        if (speculative[t] > kNegInf && merged.size() < k)
+          rescan_without_speculation(rows[t], batch.vocab, k, merged, ignored);
+        const std::span<const ChunkScan> row_scans(scans.data() + t * chunks, chunks);
+        write_row(batch, tasks[t], rows[t], k, row_stats(row_scans), merged, out);
       }
     }
   }

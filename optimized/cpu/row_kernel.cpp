@@ -221,7 +221,7 @@ HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
 // new threshold.
 HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, std::uint64_t ahead,
                                  std::uint64_t ahead_n) {
-  if (buffer.over_capacity()) buffer.compact();
+  if (buffer.over_capacity()) buffer.compact_at(ahead);
   if (buffer.wants_seed()) buffer.seed_from_ahead(row, ahead, ahead_n);
   return buffer.threshold();
 }

@@ -1,13 +1,11 @@
-// The `cpu` backend's split schedule (fewer rows than threads: a row's chunks scanned apart, each
-// starting from the K-th best survivor the thread carried from earlier chunks of the row), bit for
-// bit against the `canonical` backend (SPEC §8), on rows built for its hazard and on random rows.
+// The `cpu` backend's split schedule (fewer rows than threads: a row cut into parts, runs of whole
+// chunks scanned apart and merged), bit for bit against the `canonical` backend (SPEC §8), on rows
+// built for its hazard and on random rows.
 //
-// Real threads reach a carried threshold only when one thread happens to take two chunks of a
-// row in turn. Here the split schedule also runs on one thread: with OpenMP's max-active-levels
-// at 0 (what a caller inside its own parallel region gets), omp_get_max_threads() still reports
-// the thread count, so the backend takes the split schedule, and the team has one thread, which
-// scans every chunk of the row in order from what it carried. Every case then exercises the
-// carried threshold, the same way every run.
+// The split schedule also runs here on one thread: with OpenMP's max-active-levels at 0 (what a
+// caller inside its own parallel region gets), omp_get_max_threads() still reports the thread
+// count, so the backend takes the split schedule with that many parts, and the team has one
+// thread, which scans the parts in turn: the same parts and the same merge every run.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -81,12 +79,12 @@ TEST(CpuSplitSchedule, OneThreadTeamTakesTheSplitSchedule) {
   EXPECT_EQ(team, 1);
 }
 
-// Chunk 0 holds K + 2 candidates, the last K of them its survivors, with its best survivor at
-// position K in token order (the slot just past the survivors once the buffer is compacted);
-// chunk 1 holds one entry between chunk 0's two smallest survivors. The row's top-K is chunk 0's
-// best K - 1 and chunk 1's entry: a threshold carried from chunk 0 that counts any survivor twice
-// (a read one past the survivors) rises to the second smallest and drops chunk 1's entry.
-TEST(CpuSplitSchedule, ACarriedThresholdNeverDropsALaterChunksEntry) {
+// Chunk 0 (part 0 of two) holds K + 2 candidates, the last K of them its survivors, with its best
+// survivor at position K in token order (the slot just past the survivors once the buffer is
+// compacted, which still holds it); chunk 1 holds one entry between chunk 0's two smallest
+// survivors. The row's top-K is chunk 0's best K - 1 and chunk 1's entry: a merge that counts
+// any survivor twice (a read one past the survivors) drops chunk 1's entry.
+TEST(CpuSplitSchedule, TheMergeNeverCountsASurvivorTwice) {
   for (const std::uint32_t k : {2u, 3u, 5u, 20u, 255u, 1023u}) {
     std::vector<float> x(2 * kChunk, kNegInf);
     x[0] = -5.0f;
