@@ -187,7 +187,7 @@ void CandidateBuffer::start_chunk() {
 void CandidateBuffer::compact_at(std::uint64_t position) {
   const bool after_one = compactions_in_chunk_ > 0;
   compact();
-  compactions_close_ |= after_one && position - last_compaction_at_ <= 2 * (std::uint64_t{k_} + 64);
+  compactions_close_ |= after_one && position - last_compaction_at_ <= 4 * (std::uint64_t{k_} + 64);
   last_compaction_at_ = position;
 }
 
