@@ -100,6 +100,7 @@ class Exp2Table {
   HWY_INLINE hn::Vec<D> scaled(VU t_bits) const {
     const D d;
     const DU du;
+    const VU power = hn::ShiftLeft<18>(t_bits);
     VU entry;
     if constexpr (kRegisters == 0) {
       HWY_ALIGN std::uint32_t lanes[kN];
@@ -121,7 +122,7 @@ class Exp2Table {
       entry = VU{hn::IfNegativeThenElse(bit4, upper, lower).raw};
 #endif
     }
-    return hn::BitCast(d, hn::Add(entry, hn::ShiftLeft<18>(t_bits)));
+    return hn::BitCast(d, hn::Add(entry, power));
   }
 };
 
