@@ -145,7 +145,8 @@ HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const V entry = table.scaled(hn::BitCast(du, t));
   const V e = Fma(d, entry, s, entry);
   if constexpr (kDomain == ExpDomain::kInRange) return e;
-  if constexpr (kDomain == ExpDomain::kNaNStays) return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, canonical::kExpFloor)), e);
+  if constexpr (kDomain == ExpDomain::kNaNStays)
+    return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, canonical::kExpFloor)), e);
   return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, canonical::kExpFloor)), e);
 }
 
