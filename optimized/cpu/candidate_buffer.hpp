@@ -63,19 +63,19 @@ class CandidateBuffer {
   void compact();
 
   // Ascending rows defeat a running threshold: every entry beats the K-th best so far, and the
-  // buffer compacts every K + 64 entries (and a plateau of ties later, in a 16-bit row, where
-  // the rest of a run equal to the threshold is not admitted). Two compactions within 4 (K + 64)
+  // buffer compacts every K + 64 entries (and a plateau of ties later, in a 16-bit row, where the
+  // rest of a run equal to the threshold is not admitted). Two compactions within 4 (K + 64)
   // entries of each other in one chunk are the sign (compact_at, the kernel's compaction, tells
   // where it is in the row): a random row's admissions thin out as K / position, so its first
   // compactions lie far apart (the second about (2K + 64) e^((K + 64) / K) entries in, 6.9k at
-  // K = 20). Any second compaction in a chunk took every random row's first chunk for a sorted
-  // one (at 1 x 128256, K = 20, its seeds cost a fifth of each half-row's scan); 2 (K + 64)
-  // missed bf16's sorted rows (23% slower at K = 20). The kernel then asks for a seed from the entries not yet scanned, [ahead, ahead + n): with t
-  // the K-th largest candidate among the last entries of that range, at least K entries >= t are
-  // still to come and each will be admitted (the threshold becomes the float just below t), so
-  // everything below t is beaten by K of them and may be rejected. For ascending rows t is the
-  // chunk's exact K-th best. At most once per chunk (start_chunk re-arms it), so a false alarm
-  // costs one selection over max(2K, 256) entries.
+  // K = 20). Any second compaction in a chunk took every random row's first chunk for a sorted one
+  // (at 1 x 128256, K = 20, its seeds cost a fifth of each half-row's scan); 2 (K + 64) missed
+  // bf16's sorted rows (23% slower at K = 20). The kernel then asks for a seed from the entries not
+  // yet scanned, [ahead, ahead + n): with t the K-th largest candidate among the last entries of
+  // that range, at least K entries >= t are still to come and each will be admitted (the threshold
+  // becomes the float just below t), so everything below t is beaten by K of them and may be
+  // rejected. For ascending rows t is the chunk's exact K-th best. At most once per chunk
+  // (start_chunk re-arms it), so a false alarm costs one selection over max(2K, 256) entries.
   void start_chunk();
   void compact_at(std::uint64_t position);
   bool wants_seed() const { return !seeded_ && compactions_close_; }
