@@ -1,0 +1,203 @@
+// Pass 1's steps on one tile and a segment's reductions, per Highway target (included by
+// row_kernel.cpp; Highway's -inl.h convention: re-included once per target): a tile loaded and
+// widened, its threshold test with the lanes' extremes, and a segment's largest and smallest lane
+// and lane tree. It also defines the vector and the tile's shape that row_kernel.cpp's loops use
+// (see the layout at the top of row_kernel.cpp). On AVX-512 (LOGPROBS_CPU_AVX512) some steps have
+// instructions of their own; each says what it gained.
+
+#if defined(LOGPROBS_CPU_TILE_STEPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LOGPROBS_CPU_TILE_STEPS_INL_H_
+#undef LOGPROBS_CPU_TILE_STEPS_INL_H_
+#else
+#define LOGPROBS_CPU_TILE_STEPS_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "hwy/highway.h"
+#include "logprobs/batch.hpp"
+#include "logprobs/canonical_arithmetic.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace logprobs::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+constexpr std::size_t kN = hn::MaxLanes(D());
+static_assert(canonical::kLanes % kN == 0, "a vector holds whole logical lanes");
+constexpr std::size_t kRegs = canonical::kLanes / kN;            // vectors per step of a tile
+constexpr std::size_t kTileVectors = canonical::kSteps * kRegs;  // vectors per tile
+constexpr std::uint64_t kTile = canonical::kTile;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// f16 to f32 by integer operations (exact): Highway 1.0.3's emulation for targets without F16C
+// turns infinities and NaN into finite values.
+HWY_INLINE V WidenF16(hn::Vec<hn::RebindToUnsigned<D>> bits) {
+  const D d;
+  const hn::RebindToUnsigned<D> du;
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u)));
+  const auto exponent = hn::And(hn::ShiftRight<10>(bits), hn::Set(du, 0x1fu));
+  const auto mantissa = hn::And(bits, hn::Set(du, 0x3ffu));
+  const auto normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
+  const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mantissa));
+  // A subnormal f16 is mantissa * 2^-24: exact as an f32 product.
+  const auto subnormal =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(d, hn::BitCast(hn::RebindToSigned<D>(), mantissa)), hn::Set(d, 0x1p-24f)));
+  const auto magnitude = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                                        hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 0x1fu)), special, normal));
+  return hn::BitCast(d, hn::Or(sign, magnitude));
+}
+
+// Entries [i, i + kN) of a row of `kDtype` entries, widened exactly to f32 (SPEC §2.5).
+template <LogitsDtype kDtype>
+HWY_INLINE V LoadWidened(const std::byte* row, std::uint64_t i) {
+  const D d;
+  if constexpr (kDtype == LogitsDtype::f32) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
+  } else {
+    const hn::Rebind<std::uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(row) + i));
+    if constexpr (kDtype == LogitsDtype::bf16) return hn::BitCast(d, hn::ShiftLeft<16>(bits));
+    return WidenF16(bits);
+  }
+}
+
+// True where the kernel is AVX-512's (16 lanes), which has its own instructions for a few steps.
+#undef LOGPROBS_CPU_AVX512
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+#define LOGPROBS_CPU_AVX512 1
+static_assert(kN == 16);
+#else
+#define LOGPROBS_CPU_AVX512 0
+#endif
+
+// A tile's entries [at, at + kTile) of a row of `kDtype` entries, widened exactly to f32, in
+// kTileVectors vectors. bf16 on AVX-512: a vpermw with a zeroing mask puts 16 of a register's 32
+// bf16 in the high halves of 16 pairs of words, which is their f32 (bf16 is f32's upper 16 bits):
+// one operation per vector where the zero-extension and the shift took two.
+template <LogitsDtype kDtype>
+HWY_INLINE void LoadTile(const std::byte* row, std::uint64_t at, V* x) {
+#if LOGPROBS_CPU_AVX512
+  if constexpr (kDtype == LogitsDtype::bf16) {
+    const __m512i low = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0,
+                                         3, 0, 2, 0, 1, 0, 0, 0);
+    const __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
+    constexpr __mmask32 kOddWords = 0xAAAAAAAAu;
+    const auto* bits = reinterpret_cast<const __m512i*>(reinterpret_cast<const std::uint16_t*>(row) + at);
+    for (std::size_t half = 0; half < kTileVectors / 2; ++half) {
+      const __m512i b = _mm512_loadu_si512(bits + half);
+      x[2 * half] = V{_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOddWords, low, b))};
+      x[2 * half + 1] = V{_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(kOddWords, high, b))};
+    }
+    return;
+  }
+#endif
+  for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = LoadWidened<kDtype>(row, at + i * kN);
+}
+
+// The largest and the smallest of a vector's lanes, none NaN. Not hn::MaxOfLanes and MinOfLanes:
+// Highway 1.0.3's portable fallback (EMU128) starts their folds at the lowest and highest finite
+// floats, so a segment of only -inf got m = -FLT_MAX there, and its row a finite normalizer where
+// SPEC §3 says NaN (fuzz_differential found it). On AVX-512, a tree of shuffles and maxps: the
+// scalar folds (a store and fifteen dependent steps each), with the lane tree's below, once per
+// segment of 1024 entries, held 8% of a K = 0 pass's samples (perf); the shuffles gained 4%.
+HWY_INLINE float LargestLane(V v) {
+#if LOGPROBS_CPU_AVX512
+  return _mm512_reduce_max_ps(v.raw);
+#endif
+  HWY_ALIGN float lanes[kN];
+  hn::Store(v, D(), lanes);
+  float largest = lanes[0];
+  for (std::size_t l = 1; l < kN; ++l) largest = lanes[l] > largest ? lanes[l] : largest;
+  return largest;
+}
+
+HWY_INLINE float SmallestLane(V v) {
+#if LOGPROBS_CPU_AVX512
+  return _mm512_reduce_min_ps(v.raw);
+#endif
+  HWY_ALIGN float lanes[kN];
+  hn::Store(v, D(), lanes);
+  float smallest = lanes[0];
+  for (std::size_t l = 1; l < kN; ++l) smallest = lanes[l] < smallest ? lanes[l] : smallest;
+  return smallest;
+}
+
+// Whether x[0, n) holds a NaN (the cold path of segments whose max is not finite).
+HWY_INLINE bool HoldsNaN(const float* x, std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i)
+    if (std::isnan(x[i])) return true;
+  return false;
+}
+
+// canonical::lane_tree of the 16 logical lanes' sums, held in kRegs vectors. On AVX-512 the
+// tree's levels are a shuffle and an add each: lane 2i + (2i + 1), then at distances 2, 4 and 8,
+// lane 0 ending with the definition's sum (an addition's bits do not depend on its operands'
+// order).
+HWY_INLINE float LaneTree(const V* lanes) {
+#if LOGPROBS_CPU_AVX512
+  __m512 v = lanes[0].raw;
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));        // lanes 2i and 2i + 1
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));        // then 4i and 4i + 2
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // 8i and 8i + 4
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // 0 and 8
+  return _mm512_cvtss_f32(v);
+#endif
+  HWY_ALIGN float lane_sums[canonical::kLanes];
+  for (std::size_t h = 0; h < kRegs; ++h) hn::Store(lanes[h], D(), lane_sums + h * kN);
+  return canonical::lane_tree(lane_sums);
+}
+
+#if LOGPROBS_CPU_AVX512
+// The max (min) of a and b where a NaN lane takes the other's value (NaN only where both are):
+// vrangeps with imm8 5 (4), the larger (smaller) with its sign from the comparison, one
+// instruction. Not hn::Max: x86's maxps returns its second operand whenever either is NaN, so in
+// a tree a NaN could hide a value that beats the threshold.
+HWY_INLINE V MaxIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 5)}; }
+HWY_INLINE V MinIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 4)}; }
+#endif
+
+// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima and
+// minima: true when some entry may be above `threshold` (the caller then admits, comparing each
+// vector). Where MaxIgnoringNaN is one instruction, the tile's lanewise max and min are trees
+// and the test one compare of the max: a tile of only entries <= threshold (the common case once
+// the threshold has risen) costs 3 + 1 operations where a compare per vector and the masks' ands
+// cost 8, and the chains carried from tile to tile are one operation long, not four (maxps'
+// latency is 4 cycles). NaN is not seen here (the segment's sum tells, see segment()). Elsewhere
+// a compare per vector, and hn::Max(x, max) and Min, which keep max's and min's lane where x is
+// NaN on x86 (elsewhere a NaN extreme only sends the segment down segment()'s slower paths).
+HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
+  const D d;
+#if LOGPROBS_CPU_AVX512
+  {
+    const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
+    const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
+    // A lane of top or bottom is NaN only if all four of its entries are; hn::Max and Min then
+    // keep max[0]'s and min[0]'s.
+    max[0] = hn::Max(top, max[0]);
+    min[0] = hn::Min(bottom, min[0]);
+    return !hn::AllTrue(d, hn::Le(top, threshold));
+  }
+#endif
+  auto below = hn::Le(x[0], threshold);
+  for (std::size_t i = 1; i < kTileVectors; ++i) below = hn::And(below, hn::Le(x[i], threshold));
+  for (std::size_t i = 0; i < kTileVectors; ++i) {
+    max[i % kRegs] = hn::Max(x[i], max[i % kRegs]);
+    min[i % kRegs] = hn::Min(x[i], min[i % kRegs]);
+  }
+  return !hn::AllTrue(d, below);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace logprobs::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // LOGPROBS_CPU_TILE_STEPS_INL_H_
