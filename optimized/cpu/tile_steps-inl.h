@@ -165,15 +165,16 @@ HWY_INLINE V MaxIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 5
 HWY_INLINE V MinIgnoringNaN(V a, V b) { return V{_mm512_range_ps(a.raw, b.raw, 4)}; }
 #endif
 
-// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima and
-// minima: true when some entry may be above `threshold` (the caller then admits, comparing each
-// vector). Where MaxIgnoringNaN is one instruction, the tile's lanewise max and min are trees
-// and the test one compare of the max: a tile of only entries <= threshold (the common case once
-// the threshold has risen) costs 9 operations (two trees of 3, two merges, the compare) where a
-// max, a min and a compare per vector and the masks' ands cost 15, and the chains carried from
-// tile to tile are one operation long, not four (maxps' latency is 4 cycles). NaN is not seen here (the segment's sum tells, see segment()). Elsewhere
-// a compare per vector, and hn::Max(x, max) and Min, which keep max's and min's lane where x is
-// NaN on x86 (elsewhere a NaN extreme only sends the segment down segment()'s slower paths).
+// Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima and minima:
+// true when some entry may be above `threshold` (the caller then admits, comparing each vector).
+// Where MaxIgnoringNaN is one instruction, the tile's lanewise max and min are trees and the test
+// one compare of the max: a tile of only entries <= threshold (the common case once the threshold
+// has risen) costs 9 operations (two trees of 3, two merges, the compare) where a max, a min and a
+// compare per vector and the masks' ands cost 15, and the chains carried from tile to tile are one
+// operation long, not four (maxps' latency is 4 cycles). NaN is not seen here (the segment's sum
+// tells, see segment()). Elsewhere a compare per vector, and hn::Max(x, max) and Min, which keep
+// max's and min's lane where x is NaN on x86 (elsewhere a NaN extreme only sends the segment down
+// segment()'s slower paths).
 HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
   const D d;
 #if LOGPROBS_CPU_AVX512
