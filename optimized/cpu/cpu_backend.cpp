@@ -132,12 +132,14 @@ class CpuBackend final : public Backend {
     return {&row, begin, std::min(kChunk, vocab - begin), vocab, ranks, xs};
   }
 
-  // Scans a whole row, chunk after chunk, into `buffer` (reset with K), starting from
-  // `threshold`; fills one ChunkScan per chunk and leaves the buffer compacted.
-  void scan_row(const RowSource& row, std::uint64_t vocab, float threshold, bool ranks, float xs,
-                CandidateBuffer& buffer, std::vector<ChunkScan>& chunks) const {
+  // Scans chunks [first, first + chunks.size()) of a row, chunk after chunk, into `buffer` (reset
+  // with K), starting from `threshold`; fills one ChunkScan per chunk and leaves the buffer
+  // compacted. A whole row from chunk 0, or a part of one (split_rows).
+  void scan_chunks(const RowSource& row, std::uint64_t vocab, float threshold, bool ranks, float xs,
+                   CandidateBuffer& buffer, std::uint64_t first, std::span<ChunkScan> chunks) const {
     buffer.raise_threshold(threshold);
-    for (std::uint64_t c = 0; c < chunks.size(); ++c) chunks[c] = scan_(chunk_input(row, vocab, c, ranks, xs), buffer);
+    for (std::uint64_t c = 0; c < chunks.size(); ++c)
+      chunks[c] = scan_(chunk_input(row, vocab, first + c, ranks, xs), buffer);
     buffer.compact();
   }
 
@@ -146,7 +148,7 @@ class CpuBackend final : public Backend {
   void rescan_without_speculation(const RowSource& row, std::uint64_t vocab, std::uint32_t k, CandidateBuffer& buffer,
                                   std::vector<ChunkScan>& scratch) const {
     buffer.reset(k);
-    scan_row(row, vocab, kNegInf, false, 0.0f, buffer, scratch);
+    scan_chunks(row, vocab, kNegInf, false, 0.0f, buffer, 0, scratch);
   }
 
   void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,
@@ -162,7 +164,7 @@ class CpuBackend final : public Backend {
         const float xs = out.ranks ? row.at(tasks[t].token) : 0.0f;
         buffer.reset(k);
         const float speculative = buffer.speculative_threshold(row, batch.vocab);
-        scan_row(row, batch.vocab, speculative, out.ranks, xs, buffer, scans);
+        scan_chunks(row, batch.vocab, speculative, out.ranks, xs, buffer, 0, scans);
         if (speculative > kNegInf && buffer.size() < k)
           rescan_without_speculation(row, batch.vocab, k, buffer, ignored);
         write_row(batch, tasks[t], row, k, row_stats(scans), buffer, out);
@@ -212,10 +214,9 @@ class CpuBackend final : public Backend {
         const std::size_t t = item / parts, p = item % parts;
         CandidateBuffer& buffer = survivors[item];
         buffer.reset(k);
-        buffer.raise_threshold(speculative[t]);
-        for (std::uint64_t c = p * chunks / parts; c < (p + 1) * chunks / parts; ++c)
-          scans[t * chunks + c] = scan_(chunk_input(rows[t], batch.vocab, c, out.ranks, xs[t]), buffer);
-        buffer.compact();
+        const std::uint64_t first = p * chunks / parts, last = (p + 1) * chunks / parts;
+        scan_chunks(rows[t], batch.vocab, speculative[t], out.ranks, xs[t], buffer, first,
+                    std::span(scans).subspan(t * chunks + first, last - first));
         // acq_rel: the merging thread sees every other part's result.
         if (parts_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
 
