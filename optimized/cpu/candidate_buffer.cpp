@@ -1,5 +1,7 @@
 #include "candidate_buffer.hpp"
 
+#include "candidate_filters.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -130,12 +132,7 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
       if (counts[digit] >= k) break;  // that reaches k
       k -= counts[digit];
     }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < live; ++i) {
-      keys_[kept] = keys_[i];
-      kept += ((keys_[i] >> shift) & mask) == digit;
-    }
-    live = kept;
+    live = keep_digit(keys_.data(), live, shift, mask, digit);
   }
   return from_order_key(keys_[0]);
 }
@@ -154,13 +151,7 @@ void CandidateBuffer::compact() {
   // candidates every compare would mispredict half the time.
   std::size_t kept = 0;
   if (above + equal == k_) {
-    // Every tie is kept (the common case): a plain filter, with no count carried from one entry
-    // to the next but the output position.
-    for (std::size_t i = 0; i < count_; ++i) {
-      values_[kept] = values_[i];
-      tokens_[kept] = tokens_[i];
-      kept += values_[i] >= kth;
-    }
+    kept = keep_at_least(values_.data(), tokens_.data(), count_, kth);  // every tie is kept (the common case)
   } else {
     std::size_t equal_left = k_ - above;
     for (std::size_t i = 0; i < count_; ++i) {

@@ -1,0 +1,72 @@
+// The filters of candidate_filters.hpp, compiled once per Highway target by foreach_target.h.
+// In place: the vector at i is loaded before anything is stored at kept <= i, and a store at
+// kept writes at most up to i + N, the vector just loaded, so no entry is overwritten unread.
+// clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "candidate_filters.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// clang-format on
+
+#include "candidate_filters.hpp"
+#include "compress_admit-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace logprobs::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+std::size_t KeepAtLeast(float* values, std::uint32_t* tokens, std::size_t n, float least) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto bound = hn::Set(d, least);
+  std::size_t kept = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    kept += CompressPair(d, v, hn::LoadU(du, tokens + i), hn::Ge(v, bound), values + kept, tokens + kept);
+  }
+  for (; i < n; ++i) {
+    values[kept] = values[i];
+    tokens[kept] = tokens[i];
+    kept += values[i] >= least;
+  }
+  return kept;
+}
+
+std::size_t KeepDigit(std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t digit) {
+  const hn::ScalableTag<std::uint32_t> du;
+  const std::size_t lanes = hn::Lanes(du);
+  const auto digit_mask = hn::Set(du, mask), wanted = hn::Set(du, digit);
+  std::size_t kept = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto k = hn::LoadU(du, keys + i);
+    kept += CompressKeys(du, k, hn::Eq(hn::And(hn::ShiftRightSame(k, shift), digit_mask), wanted), keys + kept);
+  }
+  for (; i < n; ++i) {
+    keys[kept] = keys[i];
+    kept += ((keys[i] >> shift) & mask) == digit;
+  }
+  return kept;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace logprobs::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace logprobs::cpu {
+
+HWY_EXPORT(KeepAtLeast);
+HWY_EXPORT(KeepDigit);
+
+std::size_t keep_at_least(float* values, std::uint32_t* tokens, std::size_t n, float least) {
+  return HWY_DYNAMIC_DISPATCH(KeepAtLeast)(values, tokens, n, least);
+}
+
+std::size_t keep_digit(std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t digit) {
+  return HWY_DYNAMIC_DISPATCH(KeepDigit)(keys, n, shift, mask, digit);
+}
+
+}  // namespace logprobs::cpu
+#endif

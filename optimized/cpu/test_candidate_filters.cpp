@@ -1,0 +1,101 @@
+// The candidate buffer's SIMD filters (candidate_filters.hpp) against std::copy_if, under every
+// Highway target this machine supports (hwy::TestWithParamTarget forces each in turn): every
+// length up to a few vectors (each tail), in place, with ties at the bound and runs of all or
+// nothing kept.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "candidate_filters.hpp"
+#include "hwy/tests/hwy_gtest.h"
+
+namespace logprobs::cpu {
+namespace {
+
+class CandidateFiltersPerTarget : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(CandidateFiltersPerTarget);
+
+// Values from a few levels, so that many equal the bound; tokens distinct, to see the order.
+struct Entries {
+  std::vector<float> values;
+  std::vector<std::uint32_t> tokens;
+};
+
+Entries random_entries(std::size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> level(-4, 4);
+  Entries e;
+  for (std::size_t i = 0; i < n; ++i) {
+    e.values.push_back(0.5f * static_cast<float>(level(rng)));
+    e.tokens.push_back(static_cast<std::uint32_t>(1000 + 7 * i));
+  }
+  return e;
+}
+
+void expect_keeps_at_least(Entries e, float least) {
+  Entries expected;
+  for (std::size_t i = 0; i < e.values.size(); ++i) {
+    if (e.values[i] < least) continue;
+    expected.values.push_back(e.values[i]);
+    expected.tokens.push_back(e.tokens[i]);
+  }
+  const std::size_t kept = keep_at_least(e.values.data(), e.tokens.data(), e.values.size(), least);
+  ASSERT_EQ(kept, expected.values.size()) << "n " << e.values.size() << ", least " << least;
+  e.values.resize(kept);
+  e.tokens.resize(kept);
+  EXPECT_EQ(e.values, expected.values) << "n " << kept;
+  EXPECT_EQ(e.tokens, expected.tokens) << "n " << kept;
+}
+
+TEST_P(CandidateFiltersPerTarget, KeepAtLeastKeepsTheEntriesAtOrAboveTheBoundInOrder) {
+  std::mt19937 rng(25);
+  for (std::size_t n = 0; n <= 100; ++n) {
+    for (const float least : {-3.0f, 0.0f, 0.25f, 2.0f, 9.0f}) expect_keeps_at_least(random_entries(n, rng), least);
+  }
+  expect_keeps_at_least(random_entries(70000, rng), 1.5f);
+}
+
+TEST_P(CandidateFiltersPerTarget, KeepAtLeastKeepsEveryTieAndTheInfinities) {
+  for (std::size_t n = 0; n <= 40; ++n) {
+    Entries e;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float pattern[] = {1.0f, 1.0f, -1.0f, INFINITY, -INFINITY, 1.0f, 0.0f};
+      e.values.push_back(pattern[i % 7]);
+      e.tokens.push_back(static_cast<std::uint32_t>(i));
+    }
+    expect_keeps_at_least(e, 1.0f);
+    expect_keeps_at_least(e, -INFINITY);
+  }
+}
+
+void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {
+  std::vector<std::uint32_t> expected;
+  std::copy_if(keys.begin(), keys.end(), std::back_inserter(expected),
+               [&](std::uint32_t key) { return ((key >> shift) & mask) == digit; });
+  const std::size_t kept = keep_digit(keys.data(), keys.size(), shift, mask, digit);
+  ASSERT_EQ(kept, expected.size()) << "n " << keys.size() << ", shift " << shift << ", digit " << digit;
+  keys.resize(kept);
+  EXPECT_EQ(keys, expected) << "shift " << shift << ", digit " << digit;
+}
+
+TEST_P(CandidateFiltersPerTarget, KeepDigitKeepsTheKeysOfThatDigitInOrder) {
+  std::mt19937 rng(255);
+  // Keys that differ in few bits of each digit, so that a digit matches often, not one in 2048.
+  std::uniform_int_distribution<std::uint32_t> low(0, 3);
+  for (std::size_t n = 0; n <= 100; ++n) {
+    std::vector<std::uint32_t> keys;
+    for (std::size_t i = 0; i < n; ++i) keys.push_back(low(rng) << 21 | low(rng) << 10 | low(rng) | 0x80000000u);
+    expect_keeps_digit(keys, 21, 0x7FF, 0x400 | 2);
+    expect_keeps_digit(keys, 10, 0x7FF, 1);
+    expect_keeps_digit(keys, 0, 0x3FF, 3);
+    expect_keeps_digit(keys, 0, 0x3FF, 0x3FF);  // none
+  }
+  std::vector<std::uint32_t> many(70000);
+  for (auto& key : many) key = rng();
+  expect_keeps_digit(many, 21, 0x7FF, many[123] >> 21);
+}
+
+}  // namespace
+}  // namespace logprobs::cpu
