@@ -29,22 +29,6 @@ void CandidateBuffer::reset(std::uint32_t k) {
 
 namespace {
 
-// Float -> unsigned key with the same order (for non-NaN values): flip all bits of negatives, set
-// the sign bit of positives. -0.0 is mapped to +0.0's key, since the two compare equal as floats.
-std::uint32_t order_key(float v) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  if (v == 0.0f) bits = 0;
-  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-}
-
-float from_order_key(std::uint32_t key) {
-  const std::uint32_t bits = (key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key;
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
 // The k-th largest (1-based, 1 <= k <= n) of the n non-NaN values at a, by quickselect with a
 // branch-free three-way partition: each round writes a's values above the pivot to the front of
 // b and those below it to the back, in one pass where every value is stored at both ends and only
@@ -83,6 +67,22 @@ float select_by_partition(float* a, float* b, std::size_t n, std::size_t k) {
   return a[k - 1];
 }
 
+// counts[d] = how many of the n keys have the digit d = (key >> shift) & mask, for d <= mask < 2048.
+void count_digits(const std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t* counts) {
+  // Key i is counted in table i % 4, and the tables summed: a row's values crowd a few exponents,
+  // so neighbouring keys often share a digit, and with one table each increment of that counter
+  // waits for the one before it to reach memory and come back (store forwarding, about 5
+  // cycles); four tables keep four increments in flight.
+  std::uint32_t tables[4][2048];
+  for (auto& table : tables) std::fill(table, table + mask + 1, 0u);
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int t = 0; t < 4; ++t) ++tables[t][(keys[i + t] >> shift) & mask];
+  }
+  for (; i < n; ++i) ++tables[0][(keys[i] >> shift) & mask];
+  for (std::uint32_t d = 0; d <= mask; ++d) counts[d] = (tables[0][d] + tables[1][d]) + (tables[2][d] + tables[3][d]);
+}
+
 }  // namespace
 
 // The k-th largest (1-based) of n non-NaN values.
@@ -117,7 +117,7 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
     return select_by_partition(small_.data(), partner_.data(), n, k);
   }
   keys_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) keys_[i] = order_key(values[i]);
+  to_order_keys(values, n, keys_.data());
   std::size_t live = n;
   constexpr int kShifts[3] = {21, 10, 0};
   constexpr std::uint32_t kMasks[3] = {0x7FF, 0x7FF, 0x3FF};
@@ -125,8 +125,7 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
   for (int pass = 0; pass < 3; ++pass) {
     const int shift = kShifts[pass];
     const std::uint32_t mask = kMasks[pass];
-    std::fill(counts, counts + mask + 1, 0u);
-    for (std::size_t i = 0; i < live; ++i) ++counts[(keys_[i] >> shift) & mask];
+    count_digits(keys_.data(), live, shift, mask, counts);
     std::uint32_t digit = mask;
     for (;; --digit) {  // from the largest digit down; the k-th largest is in the first bucket
       if (counts[digit] >= k) break;  // that reaches k
@@ -141,24 +140,21 @@ void CandidateBuffer::compact() {
   if (count_ <= k_) return;
   // Entries are never NaN (admission is x > threshold), so the order keys are a total order.
   const float kth = kth_largest(values_.data(), count_, k_);
-  std::size_t above = 0, equal = 0;
-  for (std::size_t i = 0; i < count_; ++i) {
-    above += values_[i] > kth;
-    equal += values_[i] == kth;
-  }
-  // Keep everything above the K-th value and, of the entries equal to it, the first ones in
-  // token order (the total order's tie-break), preserving token order. Branch-free: on random
-  // candidates every compare would mispredict half the time.
-  std::size_t kept = 0;
-  if (above + equal == k_) {
-    kept = keep_at_least(values_.data(), tokens_.data(), count_, kth);  // every tie is kept (the common case)
-  } else {
+  // Keep everything at or above the K-th value: K entries when every tie is kept (the common
+  // case), and at least K. Then, if more, keep of the entries equal to it the first ones in token
+  // order (the total order's tie-break), preserving token order; entries below it are gone
+  // already. Branch-free: on random candidates every compare would mispredict half the time.
+  std::size_t kept = keep_at_least(values_.data(), tokens_.data(), count_, kth);
+  if (kept > k_) {
+    std::size_t above = 0;
+    for (std::size_t i = 0; i < kept; ++i) above += values_[i] > kth;
     std::size_t equal_left = k_ - above;
-    for (std::size_t i = 0; i < count_; ++i) {
+    const std::size_t at_least = kept;
+    kept = 0;
+    for (std::size_t i = 0; i < at_least; ++i) {
       const float v = values_[i];
-      const std::size_t is_equal = v == kth;
-      const std::size_t keep = (v > kth) | (is_equal & (equal_left != 0));
-      equal_left -= is_equal & keep;
+      const std::size_t keep = (v > kth) | (equal_left != 0);  // v is kth or above
+      equal_left -= (v == kth) & keep;
       values_[kept] = v;
       tokens_[kept] = tokens_[i];
       kept += keep;

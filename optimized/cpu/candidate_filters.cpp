@@ -34,6 +34,23 @@ std::size_t KeepAtLeast(float* values, std::uint32_t* tokens, std::size_t n, flo
   return kept;
 }
 
+void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::RebindToSigned<decltype(d)> di;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto sign = hn::Set(du, 0x80000000u);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    const auto bits = hn::IfThenZeroElse(hn::RebindMask(du, hn::Eq(v, hn::Zero(d))), hn::BitCast(du, v));
+    // x ^ (all ones) flips a negative's bits; x ^ sign sets a positive's sign bit.
+    const auto negative = hn::BitCast(du, hn::ShiftRight<31>(hn::BitCast(di, bits)));
+    hn::StoreU(hn::Xor(bits, hn::Or(negative, sign)), du, keys + i);
+  }
+  for (; i < n; ++i) keys[i] = order_key(values[i]);
+}
+
 std::size_t KeepDigit(std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t digit) {
   const hn::ScalableTag<std::uint32_t> du;
   const std::size_t lanes = hn::Lanes(du);
@@ -58,10 +75,15 @@ HWY_AFTER_NAMESPACE();
 namespace logprobs::cpu {
 
 HWY_EXPORT(KeepAtLeast);
+HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
 std::size_t keep_at_least(float* values, std::uint32_t* tokens, std::size_t n, float least) {
   return HWY_DYNAMIC_DISPATCH(KeepAtLeast)(values, tokens, n, least);
+}
+
+void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {
+  HWY_DYNAMIC_DISPATCH(ToOrderKeys)(values, n, keys);
 }
 
 std::size_t keep_digit(std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t digit) {

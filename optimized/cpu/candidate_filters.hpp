@@ -1,14 +1,34 @@
-// The candidate buffer's two filters, which at large K touch every admitted entry: keeping the
-// entries at or above a value (a compaction), and keeping the radix keys of one digit (a round
-// of radix selection). Both keep order and work in place. SIMD, dispatched to the best Highway
+// The candidate buffer's steps that at large K touch every admitted entry: keeping the entries at
+// or above a value (a compaction), the radix keys of the entries, and keeping the keys of one
+// digit (a round of radix selection). The filters keep order and work in place. SIMD, dispatched to the best Highway
 // target at run time: a vector compress per 16 entries on AVX-512, where the scalar loop (a
 // store and a dependent count per entry) took 4.6x as long (71.8k entries, Zen 4).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace logprobs::cpu {
+
+// Float -> unsigned key with the same order (for non-NaN values): flip all bits of negatives, set
+// the sign bit of positives. -0.0 is mapped to +0.0's key, since the two compare equal as floats.
+inline std::uint32_t order_key(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if (v == 0.0f) bits = 0;
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+inline float from_order_key(std::uint32_t key) {
+  const std::uint32_t bits = (key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// keys[i] = order_key(values[i]) for i < n; no value is NaN.
+void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys);
 
 // Moves the entries i < n with values[i] >= least (and their tokens) to the front, in order;
 // returns how many. No value is NaN.

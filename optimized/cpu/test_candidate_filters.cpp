@@ -1,11 +1,13 @@
-// The candidate buffer's SIMD filters (candidate_filters.hpp) against std::copy_if, under every
-// Highway target this machine supports (hwy::TestWithParamTarget forces each in turn): every
-// length up to a few vectors (each tail), in place, with ties at the bound and runs of all or
-// nothing kept.
+// The candidate buffer's SIMD steps (candidate_filters.hpp) against scalar definitions (the
+// filters against std::copy_if, the keys against order_key), under every Highway target this
+// machine supports (hwy::TestWithParamTarget forces each in turn): every length up to a few
+// vectors (each tail), in place, with ties at the bound and runs of all or nothing kept.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -95,6 +97,46 @@ TEST_P(CandidateFiltersPerTarget, KeepDigitKeepsTheKeysOfThatDigitInOrder) {
   std::vector<std::uint32_t> many(70000);
   for (auto& key : many) key = rng();
   expect_keeps_digit(many, 21, 0x7FF, many[123] >> 21);
+}
+
+// Every class of float but NaN: zeros of both signs, subnormals, normals, the largest, infinities.
+std::vector<float> every_kind_of_float(std::size_t n, std::mt19937& rng) {
+  const float edges[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, -1e-38f, 1.0f, -1.0f, 3.4e38f, -3.4e38f,
+                         INFINITY, -INFINITY};
+  std::vector<float> values;
+  for (std::size_t i = 0; i < n; ++i) {
+    float v = edges[i % std::size(edges)];
+    if (i % 3 == 2) {  // random bits, NaN excluded
+      const std::uint32_t bits = rng();
+      std::memcpy(&v, &bits, sizeof v);
+      if (std::isnan(v)) v = -2.5f;
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+TEST(OrderKey, OrdersAsTheFloatsDoAndInverts) {
+  std::mt19937 rng(7);
+  const std::vector<float> values = every_kind_of_float(3000, rng);
+  for (std::size_t i = 0; i + 1 < values.size(); ++i) {
+    const float a = values[i], b = values[i + 1];
+    EXPECT_EQ(order_key(a) < order_key(b), a < b) << a << " " << b;
+    EXPECT_EQ(order_key(a) == order_key(b), a == b) << a << " " << b;
+    EXPECT_EQ(from_order_key(order_key(a)), a) << a;  // -0.0 comes back as +0.0, which == it
+  }
+  EXPECT_FALSE(std::signbit(from_order_key(order_key(-0.0f))));
+}
+
+TEST_P(CandidateFiltersPerTarget, ToOrderKeysGivesOrderKeyOfEachValue) {
+  std::mt19937 rng(31);
+  for (const std::size_t n : {0, 1, 5, 15, 16, 17, 31, 33, 64, 100, 4099}) {
+    const std::vector<float> values = every_kind_of_float(n, rng);
+    std::vector<std::uint32_t> keys(n, 0xDEADBEEF), expected;
+    for (const float v : values) expected.push_back(order_key(v));
+    to_order_keys(values.data(), n, keys.data());
+    EXPECT_EQ(keys, expected) << "n " << n;
+  }
 }
 
 }  // namespace
