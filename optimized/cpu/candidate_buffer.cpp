@@ -67,20 +67,31 @@ float select_by_partition(float* a, float* b, std::size_t n, std::size_t k) {
   return a[k - 1];
 }
 
-// counts[d] = how many of the n keys have the digit d = (key >> shift) & mask, for d <= mask < 2048.
+// Radix selection's digits, most significant first: they split the 32-bit key exactly, so two
+// keys that match on every digit are equal.
+constexpr int kDigitBits[3] = {11, 11, 10};
+static_assert(kDigitBits[0] + kDigitBits[1] + kDigitBits[2] == 32);
+constexpr std::uint32_t kMaxDigits = 2048;
+static_assert((1u << kDigitBits[0]) <= kMaxDigits && (1u << kDigitBits[1]) <= kMaxDigits &&
+              (1u << kDigitBits[2]) <= kMaxDigits);
+
+// counts[d] = how many of the n keys have the digit d = (key >> shift) & mask, for d <= mask.
 void count_digits(const std::uint32_t* keys, std::size_t n, int shift, std::uint32_t mask, std::uint32_t* counts) {
-  // Key i is counted in table i % 4, and the tables summed: a row's values crowd a few exponents,
-  // so neighbouring keys often share a digit, and with one table each increment of that counter
-  // waits for the one before it to reach memory and come back (store forwarding, about 5
-  // cycles); four tables keep four increments in flight.
-  std::uint32_t tables[4][2048];
-  for (auto& table : tables) std::fill(table, table + mask + 1, 0u);
+  // Key i is counted in table i % kTables, and the tables summed: a row's values crowd a few
+  // exponents, so neighbouring keys often share a digit, and with one table each increment of
+  // that counter waits for the one before it to reach memory and come back (store forwarding,
+  // about 5 cycles); four tables keep four increments in flight.
+  constexpr std::size_t kTables = 4;
+  std::uint32_t tables[kTables][kMaxDigits] = {};
   std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int t = 0; t < 4; ++t) ++tables[t][(keys[i + t] >> shift) & mask];
+  for (; i + kTables <= n; i += kTables) {
+    for (std::size_t t = 0; t < kTables; ++t) ++tables[t][(keys[i + t] >> shift) & mask];
   }
   for (; i < n; ++i) ++tables[0][(keys[i] >> shift) & mask];
-  for (std::uint32_t d = 0; d <= mask; ++d) counts[d] = (tables[0][d] + tables[1][d]) + (tables[2][d] + tables[3][d]);
+  for (std::uint32_t d = 0; d <= mask; ++d) {
+    counts[d] = 0;
+    for (const auto& table : tables) counts[d] += table[d];
+  }
 }
 
 }  // namespace
@@ -119,12 +130,11 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
   keys_.resize(n);
   to_order_keys(values, n, keys_.data());
   std::size_t live = n;
-  constexpr int kShifts[3] = {21, 10, 0};
-  constexpr std::uint32_t kMasks[3] = {0x7FF, 0x7FF, 0x3FF};
-  std::uint32_t counts[2048];
-  for (int pass = 0; pass < 3; ++pass) {
-    const int shift = kShifts[pass];
-    const std::uint32_t mask = kMasks[pass];
+  std::uint32_t counts[kMaxDigits];
+  int shift = 32;
+  for (const int bits : kDigitBits) {
+    shift -= bits;
+    const std::uint32_t mask = (1u << bits) - 1;
     count_digits(keys_.data(), live, shift, mask, counts);
     std::uint32_t digit = mask;
     for (;; --digit) {  // from the largest digit down; the k-th largest is in the first bucket

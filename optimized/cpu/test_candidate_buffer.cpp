@@ -16,15 +16,35 @@
 #include <vector>
 
 #include "candidate_buffer.hpp"
+#include "candidate_filters.hpp"
 #include "row_source.hpp"
 
 namespace logprobs {
 namespace {
 
-// Compaction keeps exactly the K best under (value descending, token ascending), in token order,
-// and raises the threshold to the K-th best value: random values, heavy ties, sorted either way
-// and all equal, at K where the selection takes each of its paths: heap (K <= n / 32), partition
-// (n <= 2048) and radix.
+// Admits `values` (as tokens 0, 1, ...) to a buffer of K and compacts: the buffer must keep
+// exactly the K best under (value descending, token ascending), in token order, and raise the
+// threshold to the K-th best value.
+void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::uint32_t k, const std::string& where) {
+  const std::size_t n = values.size();
+  cpu::CandidateBuffer buffer;
+  buffer.reset(k);
+  for (std::size_t i = 0; i < n; ++i) buffer.admit(values[i], std::uint32_t(i));
+  buffer.compact();
+
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
+  std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
+  std::sort(best.begin(), best.end());
+  ASSERT_EQ(buffer.size(), k) << where;
+  EXPECT_TRUE(std::equal(best.begin(), best.end(), buffer.tokens())) << where;
+  for (std::size_t i = 0; i < k; ++i) EXPECT_EQ(buffer.values()[i], values[buffer.tokens()[i]]) << where;
+  EXPECT_EQ(buffer.threshold(), values[order[k - 1]]) << where;
+}
+
+// Random values, heavy ties, sorted either way and all equal, at K where the selection takes
+// each of its paths: heap (K <= n / 32), partition (n <= 2048) and radix.
 TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
   std::mt19937_64 rng(59);
   std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -40,22 +60,45 @@ TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
                     : s == "descending" ? -float(i)
                                         : 1.0f;
       }
-      cpu::CandidateBuffer buffer;
-      buffer.reset(k);
-      for (std::size_t i = 0; i < n; ++i) buffer.admit(values[i], std::uint32_t(i));
-      buffer.compact();
+      expect_compaction_keeps_the_k_best(values, k, std::string(shape) + " K " + std::to_string(k));
+    }
+  }
+}
 
-      std::vector<std::uint32_t> order(n);
-      std::iota(order.begin(), order.end(), 0u);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
-      std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
-      std::sort(best.begin(), best.end());
-      const std::string where = std::string(shape) + " K " + std::to_string(k);
-      ASSERT_EQ(buffer.size(), k) << where;
-      EXPECT_TRUE(std::equal(best.begin(), best.end(), buffer.tokens())) << where;
-      for (std::size_t i = 0; i < k; ++i) EXPECT_EQ(buffer.values()[i], values[buffer.tokens()[i]]) << where;
-      EXPECT_EQ(buffer.threshold(), values[order[k - 1]]) << where;
+// Radix selection tells apart values whose order keys differ in any one bit: the candidates come
+// in pairs of keys that differ only in bit b, so a selection that drops or misreads that bit
+// (a digit split that misses it) keeps both of the K-th's pair and returns either.
+TEST(CpuCandidateBuffer, CompactionSeesEveryBitOfTheOrderKey) {
+  std::mt19937_64 rng(61);
+  const auto finite_nonzero = [](std::uint32_t key) {
+    const float v = cpu::from_order_key(key);
+    return std::isfinite(v) && v != 0.0f;
+  };
+  for (int b = 0; b < 32; ++b) {
+    for (const std::uint32_t k : {1100u, 4095u}) {
+      std::vector<float> values;
+      while (values.size() < 2 * std::size_t{k} + 65) {
+        const auto key = std::uint32_t(rng()), partner = key ^ (1u << b);
+        if (!finite_nonzero(key) || !finite_nonzero(partner)) continue;
+        values.push_back(cpu::from_order_key(key));
+        values.push_back(cpu::from_order_key(partner));
+      }
+      std::shuffle(values.begin(), values.end(), rng);
+      expect_compaction_keeps_the_k_best(values, k, "bit " + std::to_string(b) + " K " + std::to_string(k));
+    }
+  }
+}
+
+// Candidates whose order keys share all but the last radix digit (values within 1024 ulps):
+// each pass counts only its own digit, whatever the pass before counted. The middle digits are
+// the edge buckets of the passes' tables; the values are near 1 (order key 0xBF800000).
+TEST(CpuCandidateBuffer, CompactionOfCandidatesThatShareAllButTheLastDigit) {
+  std::mt19937_64 rng(67);
+  for (const std::uint32_t middle : {0u, 1023u, 2047u}) {
+    for (const std::uint32_t k : {1100u, 4095u}) {
+      std::vector<float> values(2 * std::size_t{k} + 65);
+      for (float& v : values) v = cpu::from_order_key(0xBF800000u | middle << 10 | std::uint32_t(rng() % 1024));
+      expect_compaction_keeps_the_k_best(values, k, "middle digit " + std::to_string(middle) + " K " + std::to_string(k));
     }
   }
 }
