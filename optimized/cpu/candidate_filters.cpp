@@ -16,22 +16,52 @@ namespace logprobs::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-std::size_t KeepAtLeast(float* values, std::uint32_t* tokens, std::size_t n, float least) {
+// Moves the entries with values[i] >= bound (kStrict: > bound) to the front, in order.
+template <bool kStrict>
+std::size_t KeepPassing(float* values, std::uint32_t* tokens, std::size_t n, float bound) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   const std::size_t lanes = hn::Lanes(d);
-  const auto bound = hn::Set(d, least);
+  const auto bound_v = hn::Set(d, bound);
   std::size_t kept = 0, i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, values + i);
-    kept += CompressPair(d, v, hn::LoadU(du, tokens + i), hn::Ge(v, bound), values + kept, tokens + kept);
+    const auto pass = kStrict ? hn::Gt(v, bound_v) : hn::Ge(v, bound_v);
+    kept += CompressPair(d, v, hn::LoadU(du, tokens + i), pass, values + kept, tokens + kept);
   }
   for (; i < n; ++i) {
     values[kept] = values[i];
     tokens[kept] = tokens[i];
-    kept += values[i] >= least;
+    kept += kStrict ? values[i] > bound : values[i] >= bound;
   }
   return kept;
+}
+
+std::size_t KeepAtLeast(float* values, std::uint32_t* tokens, std::size_t n, float least) {
+  return KeepPassing<false>(values, tokens, n, least);
+}
+
+std::size_t KeepAbove(float* values, std::uint32_t* tokens, std::size_t n, float bound) {
+  return KeepPassing<true>(values, tokens, n, bound);
+}
+
+std::size_t LastTiesStart(const float* values, std::size_t n, float v, std::size_t count) {
+  const hn::ScalableTag<float> d;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto tie = hn::Set(d, v);
+  // A vector at a time from the end while the count-th tie from the end lies further back (the
+  // branch is taken until the last vector: predictable), then that vector's lanes one by one.
+  std::size_t i = n, seen = 0;
+  while (i >= lanes) {
+    const std::size_t here = hn::CountTrue(d, hn::Eq(hn::LoadU(d, values + i - lanes), tie));
+    if (seen + here >= count) break;
+    seen += here;
+    i -= lanes;
+  }
+  while (true) {
+    --i;
+    if (values[i] == v && ++seen == count) return i;
+  }
 }
 
 void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
@@ -75,11 +105,21 @@ HWY_AFTER_NAMESPACE();
 namespace logprobs::cpu {
 
 HWY_EXPORT(KeepAtLeast);
+HWY_EXPORT(KeepAbove);
+HWY_EXPORT(LastTiesStart);
 HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
 std::size_t keep_at_least(float* values, std::uint32_t* tokens, std::size_t n, float least) {
   return HWY_DYNAMIC_DISPATCH(KeepAtLeast)(values, tokens, n, least);
+}
+
+std::size_t keep_above(float* values, std::uint32_t* tokens, std::size_t n, float bound) {
+  return HWY_DYNAMIC_DISPATCH(KeepAbove)(values, tokens, n, bound);
+}
+
+std::size_t last_ties_start(const float* values, std::size_t n, float v, std::size_t count) {
+  return HWY_DYNAMIC_DISPATCH(LastTiesStart)(values, n, v, count);
 }
 
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {

@@ -1,8 +1,9 @@
 // The candidate buffer's steps that at large K touch every admitted entry: keeping the entries at
-// or above a value (a compaction), the radix keys of the entries, and keeping the keys of one
-// digit (a round of radix selection). The filters keep order and work in place. SIMD, dispatched to the best Highway
-// target at run time: a vector compress per 16 entries on AVX-512, where the scalar loop (a
-// store and a dependent count per entry) took 4.6x as long (71.8k entries, Zen 4).
+// or above a value (a compaction) or above it (its tie-break), the radix keys of the entries, and
+// keeping the keys of one digit (a round of radix selection). The filters keep order and work in
+// place. SIMD, dispatched to the best Highway target at run time: a vector compress per 16
+// entries on AVX-512, where the scalar loop (a store and a dependent count per entry) took 4.6x
+// as long (71.8k entries, Zen 4).
 #pragma once
 
 #include <cstddef>
@@ -33,6 +34,13 @@ void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys);
 // Moves the entries i < n with values[i] >= least (and their tokens) to the front, in order;
 // returns how many. No value is NaN.
 std::size_t keep_at_least(float* values, std::uint32_t* tokens, std::size_t n, float least);
+
+// The same for the entries with values[i] > bound.
+std::size_t keep_above(float* values, std::uint32_t* tokens, std::size_t n, float bound);
+
+// The index of the count-th value equal to v, counting from the end: [that index, n) holds the
+// last count of them (1 <= count <= how many of the n values equal v).
+std::size_t last_ties_start(const float* values, std::size_t n, float v, std::size_t count);
 
 // Moves the keys i < n with ((keys[i] >> shift) & mask) == digit to the front, in order; returns
 // how many.

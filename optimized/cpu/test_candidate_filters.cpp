@@ -1,7 +1,8 @@
 // The candidate buffer's SIMD steps (candidate_filters.hpp) against scalar definitions (the
-// filters against std::copy_if, the keys against order_key), under every Highway target this
-// machine supports (hwy::TestWithParamTarget forces each in turn): every length up to a few
-// vectors (each tail), in place, with ties at the bound and runs of all or nothing kept.
+// filters against std::copy_if, the keys against order_key, the ties' search against a loop),
+// under every Highway target this machine supports (hwy::TestWithParamTarget forces each in
+// turn): every length up to a few vectors (each tail), in place, with ties at the bound and runs
+// of all or nothing kept.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,30 +37,35 @@ Entries random_entries(std::size_t n, std::mt19937& rng) {
   return e;
 }
 
-void expect_keeps_at_least(Entries e, float least) {
+// keep_at_least(bound), or keep_above(bound) when strict, against copy_if.
+void expect_keeps_passing(Entries e, float bound, bool strict) {
   Entries expected;
   for (std::size_t i = 0; i < e.values.size(); ++i) {
-    if (e.values[i] < least) continue;
+    if (strict ? !(e.values[i] > bound) : e.values[i] < bound) continue;
     expected.values.push_back(e.values[i]);
     expected.tokens.push_back(e.tokens[i]);
   }
-  const std::size_t kept = keep_at_least(e.values.data(), e.tokens.data(), e.values.size(), least);
-  ASSERT_EQ(kept, expected.values.size()) << "n " << e.values.size() << ", least " << least;
+  const std::size_t kept = strict ? keep_above(e.values.data(), e.tokens.data(), e.values.size(), bound)
+                                  : keep_at_least(e.values.data(), e.tokens.data(), e.values.size(), bound);
+  ASSERT_EQ(kept, expected.values.size()) << "n " << e.values.size() << ", bound " << bound << ", strict " << strict;
   e.values.resize(kept);
   e.tokens.resize(kept);
-  EXPECT_EQ(e.values, expected.values) << "n " << kept;
-  EXPECT_EQ(e.tokens, expected.tokens) << "n " << kept;
+  EXPECT_EQ(e.values, expected.values) << "n " << kept << ", strict " << strict;
+  EXPECT_EQ(e.tokens, expected.tokens) << "n " << kept << ", strict " << strict;
 }
 
-TEST_P(CandidateFiltersPerTarget, KeepAtLeastKeepsTheEntriesAtOrAboveTheBoundInOrder) {
+TEST_P(CandidateFiltersPerTarget, KeepAtLeastAndAboveKeepTheEntriesPassingTheBoundInOrder) {
   std::mt19937 rng(25);
   for (std::size_t n = 0; n <= 100; ++n) {
-    for (const float least : {-3.0f, 0.0f, 0.25f, 2.0f, 9.0f}) expect_keeps_at_least(random_entries(n, rng), least);
+    for (const float bound : {-3.0f, 0.0f, 0.25f, 2.0f, 9.0f}) {
+      for (const bool strict : {false, true}) expect_keeps_passing(random_entries(n, rng), bound, strict);
+    }
   }
-  expect_keeps_at_least(random_entries(70000, rng), 1.5f);
+  expect_keeps_passing(random_entries(70000, rng), 1.5f, false);
+  expect_keeps_passing(random_entries(70000, rng), 1.5f, true);
 }
 
-TEST_P(CandidateFiltersPerTarget, KeepAtLeastKeepsEveryTieAndTheInfinities) {
+TEST_P(CandidateFiltersPerTarget, KeepAtLeastAndAboveTellTiesAndTheInfinities) {
   for (std::size_t n = 0; n <= 40; ++n) {
     Entries e;
     for (std::size_t i = 0; i < n; ++i) {
@@ -67,9 +73,29 @@ TEST_P(CandidateFiltersPerTarget, KeepAtLeastKeepsEveryTieAndTheInfinities) {
       e.values.push_back(pattern[i % 7]);
       e.tokens.push_back(static_cast<std::uint32_t>(i));
     }
-    expect_keeps_at_least(e, 1.0f);
-    expect_keeps_at_least(e, -INFINITY);
+    for (const bool strict : {false, true}) {
+      expect_keeps_passing(e, 1.0f, strict);
+      expect_keeps_passing(e, -INFINITY, strict);
+      expect_keeps_passing(e, INFINITY, strict);
+    }
   }
+}
+
+TEST_P(CandidateFiltersPerTarget, LastTiesStartFindsTheCountthTieFromTheEnd) {
+  std::mt19937 rng(41);
+  for (std::size_t n = 1; n <= 100; ++n) {
+    const Entries e = random_entries(n, rng);
+    for (const float v : {0.5f, -2.0f, 2.0f}) {
+      std::size_t seen = 0;
+      for (std::size_t i = n; i-- > 0;) {  // the scalar definition: each tie from the end in turn
+        if (e.values[i] != v) continue;
+        ++seen;
+        EXPECT_EQ(last_ties_start(e.values.data(), n, v, seen), i) << "n " << n << ", v " << v << ", count " << seen;
+      }
+    }
+  }
+  const std::vector<float> zeros = {0.0f, -0.0f, 1.0f, 0.0f};  // -0 ties with +0
+  EXPECT_EQ(last_ties_start(zeros.data(), zeros.size(), 0.0f, 3), 0u);
 }
 
 void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {
