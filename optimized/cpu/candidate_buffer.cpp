@@ -160,8 +160,8 @@ void CandidateBuffer::compact() {
   std::size_t kept = keep_at_least(values_.data(), tokens_.data(), count_, kth);
   if (kept > k_) {
     const std::size_t first_dropped = last_ties_start(values_.data(), kept, kth, kept - k_);
-    kept = first_dropped + keep_above(values_.data() + first_dropped, tokens_.data() + first_dropped,
-                                      kept - first_dropped, kth);
+    kept = first_dropped +
+           keep_above(values_.data() + first_dropped, tokens_.data() + first_dropped, kept - first_dropped, kth);
   }
   count_ = kept;
   threshold_ = kth;

@@ -98,7 +98,8 @@ TEST(CpuCandidateBuffer, CompactionOfCandidatesThatShareAllButTheLastDigit) {
     for (const std::uint32_t k : {1100u, 4095u}) {
       std::vector<float> values(2 * std::size_t{k} + 65);
       for (float& v : values) v = cpu::from_order_key(0xBF800000u | middle << 10 | std::uint32_t(rng() % 1024));
-      expect_compaction_keeps_the_k_best(values, k, "middle digit " + std::to_string(middle) + " K " + std::to_string(k));
+      expect_compaction_keeps_the_k_best(values, k,
+                                         "middle digit " + std::to_string(middle) + " K " + std::to_string(k));
     }
   }
 }
