@@ -118,6 +118,21 @@ class Run:
         return None if anchor is None or value is None else value / anchor
 
 
+# The loop that timed a run's stream_read, from its context (logprobs-bench's kStreamReadLoop);
+# runs recorded before the context said so were timed by the first one.
+FIRST_STREAM_READ_LOOP = "sse2-one-accumulator"
+
+
+def stream_read_loop(run):
+    return run.context.get("logprobs_stream_read", FIRST_STREAM_READ_LOOP)
+
+
+def same_anchor(run, base, anchor):
+    """Whether `anchor` means the same in both runs: the max port always; stream_read only when
+    one loop timed both (fractions of two loops would compare the loops, not the backends)."""
+    return anchor != "stream" or stream_read_loop(run) == stream_read_loop(base)
+
+
 def compare(run, base, anchor, threshold, name_filter=None):
     """The regression gate's rule: each benchmark of `base` divided by its anchor in the same run
     (`stream`: the same-size stream_read; `max`: the max port at the same key), in `run` and in

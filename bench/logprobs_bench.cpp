@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   register_set(*set, targets, options);
   benchmark::AddCustomContext("logprobs_set", options.set);
   benchmark::AddCustomContext("logprobs_all_cores", std::to_string(all_cores));
+  benchmark::AddCustomContext("logprobs_stream_read", kStreamReadLoop);
   std::string names;
   for (const Target& t : targets) names += (names.empty() ? "" : ",") + t.name;
   benchmark::AddCustomContext("logprobs_targets", names);

@@ -8,6 +8,15 @@
 
 namespace logprobs::bench {
 
+// Which loop measured a run's stream_read (logprobs-bench writes it to the JSON's context), so that
+// bench/compare never divides by two different anchors. Runs without it were timed by the first
+// loop ("sse2-one-accumulator"), which its own adds held below the caches' bandwidth.
+inline constexpr const char* kStreamReadLoop = "simd-four-accumulators-aligned";
+
+// The wrapping sum of words[0, n), read by `threads` OpenMP threads, one contiguous share each,
+// with the widest SIMD target this CPU runs.
+std::uint32_t sum_words(const std::uint32_t* words, std::uint64_t n, int threads);
+
 // Reads `bytes` bytes of a buffer kept for that size (one size at a time) with `threads` OpenMP
 // threads; returns a checksum so the reads cannot be optimized away.
 std::uint32_t stream_read(std::uint64_t bytes, int threads);

@@ -144,6 +144,16 @@ class CompareTest(unittest.TestCase):
         run = self.write("run.json", {"benchmarks": []})
         self.assertEqual(self.compare(run).returncode, 2)
 
+    def test_runs_anchored_by_different_stream_read_loops_are_not_compared(self):
+        run = results()
+        run["context"]["logprobs_stream_read"] = "another-loop"
+        path = self.write("run.json", run)
+        out = self.compare(path)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("different anchors", out.stderr)
+        self.assertEqual(self.compare(path, "--report-only").returncode, 2)
+        self.assertEqual(self.compare(path, "--anchor", "max").returncode, 0)
+
     def test_committed_baselines_compare_with_themselves(self):
         baselines = sorted((HERE / "baselines").glob("*.json"))
         self.assertTrue(baselines, "no committed baseline in bench/baselines")
