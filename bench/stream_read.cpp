@@ -2,7 +2,7 @@
 // foreach_target.h and picked at run time, because the anchor must be bound by the cache or memory
 // it reads, not by its own loop. A plain loop built for the baseline x86-64 target (SSE2, one
 // accumulator: at most 16 bytes a cycle) measured 27 GB/s on a Zen 5 core for a 501 KiB buffer
-// that L2 delivers at over 130 GB/s, and the backends' fractions of it read above 100%.
+// that L2 delivers at 210 GB/s, and the backends' fractions of it read above 100%.
 // clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "stream_read.cpp"
@@ -20,8 +20,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // The wrapping sum of words[0, n). Four accumulators in named registers (an array of them GCC
-// keeps on the stack, where each add waits on the last one's store: 20 GB/s from memory that
-// reads at 40), so that the adds' latency never limits the loads.
+// keeps on the stack, where each add waits on the last one's store: 20 GB/s from memory where
+// named registers read 33), so that the adds' latency never limits the loads.
 std::uint32_t SumWords(const std::uint32_t* HWY_RESTRICT words, std::size_t n) {
   const hn::ScalableTag<std::uint32_t> d;
   const std::size_t lanes = hn::Lanes(d);
@@ -52,7 +52,6 @@ HWY_AFTER_NAMESPACE();
 #include <utility>
 
 #include "hwy/aligned_allocator.h"
-
 #include "stream_read.hpp"
 
 namespace logprobs::bench {
@@ -61,9 +60,9 @@ HWY_EXPORT(SumWords);
 
 namespace {
 
-// The buffer of `bytes / 4` words, all 1, aligned to 64 bytes: a zmm load from a vector's 16-byte
-// alignment splits a cache line three times in four and read 513 KiB from L2 at 56 GB/s where
-// aligned loads read it at 130.
+// The buffer of `bytes / 4` words, all 1, aligned to 64 bytes: from malloc's 16-byte alignment
+// every zmm load may straddle two cache lines (a 501 KiB buffer read from L2 at 50 GB/s; aligned,
+// and with one thread outside a parallel region, at 200).
 struct Buffer {
   hwy::AlignedFreeUniquePtr<std::uint32_t[]> words;
   std::uint64_t n = 0;
@@ -90,8 +89,8 @@ std::map<std::pair<std::uint64_t, int>, double>& bandwidths() {
 }  // namespace
 
 std::uint32_t sum_words(const std::uint32_t* words, std::uint64_t n, int threads) {
-  // One thread without a parallel region: entering one costs about a microsecond, a fifth of
-  // reading a 501 KiB row from L2.
+  // One thread without a parallel region: entering one cost 1.3 us, half the time of reading a
+  // 501 KiB row from L2.
   if (threads == 1) return HWY_DYNAMIC_DISPATCH(SumWords)(words, n);
   std::uint32_t sum = 0;
   // One contiguous share per thread, as the backends' schedules read whole rows or chunks.
