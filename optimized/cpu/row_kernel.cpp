@@ -372,10 +372,12 @@ ChunkScan scan_chunk(const ChunkInput& in, CandidateBuffer& buffer) {
 std::span<const TargetKernel> compiled_kernels() {
   static const std::vector<TargetKernel> kernels = [] {
     constexpr std::int64_t kFallback = (HWY_TARGETS & HWY_EMU128) ? HWY_EMU128 : HWY_SCALAR;
-    const TargetKernel all[] = {
-        {HWY_AVX3_DL, HWY_CHOOSE_AVX3_DL(ScanChunk)}, {HWY_AVX3, HWY_CHOOSE_AVX3(ScanChunk)},
-        {HWY_AVX2, HWY_CHOOSE_AVX2(ScanChunk)},       {HWY_SSE4, HWY_CHOOSE_SSE4(ScanChunk)},
-        {HWY_SSSE3, HWY_CHOOSE_SSSE3(ScanChunk)},     {kFallback, HWY_CHOOSE_FALLBACK(ScanChunk)}};
+    const TargetKernel all[] = {{HWY_AVX3_DL, HWY_CHOOSE_AVX3_DL(ScanChunk)},
+                                {HWY_AVX3, HWY_CHOOSE_AVX3(ScanChunk)},
+                                {HWY_AVX2, HWY_CHOOSE_AVX2(ScanChunk)},
+                                {HWY_SSE4, HWY_CHOOSE_SSE4(ScanChunk)},
+                                {HWY_SSSE3, HWY_CHOOSE_SSSE3(ScanChunk)},
+                                {kFallback, HWY_CHOOSE_FALLBACK(ScanChunk)}};
     std::vector<TargetKernel> compiled;
     for (const TargetKernel& k : all)
       if (k.scan != nullptr) compiled.push_back(k);
