@@ -20,24 +20,25 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The exp's error bound over the range the sum uses, [kExpFloor, 0]: every 97th f32 there (11.5
-// million of them; every f32 there, 1.1 billion, gave 1.7354 ulp at -0.0595381334, which this
-// sample also finds to within 0.01), against exp in long double.
-TEST(CanonicalArithmetic, ExpIsWithinTwoUlpOnItsDomainAndZeroOutsideIt) {
+// million of them; every f32 there, 1.1 billion, gave 3.8927 ulp at -49.9664612, which this sample
+// finds to within 0.09), against exp in long double. The bound grows with |x| (the one-step
+// reduction's error is proportional to k), so the figure sits at the floor.
+TEST(CanonicalArithmetic, ExpIsWithinFourUlpOnItsDomainAndZeroOutsideIt) {
   double worst = 0;
-  for (std::uint32_t bits = std::bit_cast<std::uint32_t>(-0.0f); bits <= std::bit_cast<std::uint32_t>(-86.0f);
-       bits += 97) {
+  for (std::uint32_t bits = std::bit_cast<std::uint32_t>(-0.0f);
+       bits <= std::bit_cast<std::uint32_t>(canonical::kExpFloor); bits += 97) {
     const float x = std::bit_cast<float>(bits);
     const long double exact = std::exp(static_cast<long double>(x));
     const double error = double(std::fabs(static_cast<long double>(canonical::exp_f32(x)) - exact));
     worst = std::max(worst, error / ulp_f32(float(exact)));
   }
-  EXPECT_LE(worst, 2.0);
-  EXPECT_GE(worst, 1.5) << "the measured bound moved: update canonical_arithmetic.hpp's figure";
+  EXPECT_LE(worst, 4.0);
+  EXPECT_GE(worst, 3.75) << "the measured bound moved: update canonical_arithmetic.hpp's figure";
   RecordProperty("worst_ulps", std::to_string(worst));
   EXPECT_EQ(canonical::exp_f32(0.0f), 1.0f) << "a segment's max contributes exactly 1";
   EXPECT_EQ(canonical::exp_f32(-0.0f), 1.0f);
-  EXPECT_GE(canonical::exp_f32(-86.0f), std::numeric_limits<float>::min()) << "normal at the floor";
-  EXPECT_EQ(canonical::exp_f32(std::nextafter(-86.0f, -kInf)), 0.0f);
+  EXPECT_GE(canonical::exp_f32(canonical::kExpFloor), std::numeric_limits<float>::min()) << "normal at the floor";
+  EXPECT_EQ(canonical::exp_f32(std::nextafter(canonical::kExpFloor, -kInf)), 0.0f);
   EXPECT_EQ(canonical::exp_f32(-kInf), 0.0f);
   EXPECT_EQ(canonical::exp_f32(std::numeric_limits<float>::quiet_NaN()), 0.0f);
 }

@@ -47,9 +47,11 @@ inline constexpr int kLanes = 16;                               // logical lanes
 inline constexpr int kSteps = 4;                                // a lane's entries per tile
 inline constexpr std::uint64_t kTile = kLanes * kSteps;         // 64 entries
 inline constexpr int kTilesPerSegment = int(kSegment / kTile);  // 16
-// exp_f32 of anything below it is 0: under 2^-124, less than one f32 ulp of a segment sum,
-// which holds its own max's term exp(0) = 1.
-inline constexpr float kExpFloor = -86.0f;
+// exp_f32 of anything below it is 0. Every sum the exp feeds holds a term exp(0) = 1 (a segment's
+// max; combine's larger part), and e^-50 is 2^-72.1: the terms it drops from a row of V < 2^32
+// entries weigh under 2^-40 of its sum, far below the f32 sums' own rounding (SPEC §5's floor is
+// 2^-21). Why not lower: the one-step reduction below stays within 4 ulp only down to about -54.
+inline constexpr float kExpFloor = -50.0f;
 
 LOGPROBS_CANONICAL_HD float fma_f32(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
@@ -98,26 +100,30 @@ LOGPROBS_CANONICAL_HD std::uint32_t exp2_table_bits(int j) {
 #endif
 }
 
-// exp(x) for x <= 0 (the argument x_j - m of a softmax term), at most 2 ulp from the true value
-// on [kExpFloor, 0] (1.74 ulp measured on every f32 there: tests/test_canonical_arithmetic.cpp);
+// exp(x) for x <= 0 (the argument x_j - m of a softmax term), at most 4 ulp from the true value
+// on [kExpFloor, 0] (3.89 ulp, measured on every f32 there: tests/test_canonical_arithmetic.cpp);
 // 0 below it, for -inf and for NaN. The steps (each SIMD target repeats them lane by lane):
 //   t = fma(x, 32 / ln2, 1.5 * 2^23)   rounds 32 x / ln2 to an integer k held in t's low bits
 //       (t lies in [2^23, 2^24), where the f32 spacing is 1);
-//   r = fma(-k, c_hi, x); r = fma(-k, c_lo, r)   with c_hi + c_lo = ln2 / 32 to 2^-54: each fma
-//       rounds once a result below 2^-6, so |r| <= ln2 / 64 keeps about 2^-30 absolute error;
+//   r = fma(-k, c, x)   with c = ln2 / 32 rounded to f32, which is 2^-28.4 of itself away from it
+//       (a Cody-Waite constant of one part): the fma rounds once a result below 2^-6, and r is off
+//       by k (ln2 / 32 - c), under 2^-22.7 for |k| <= 2308: the error that grows with |x|
+//       (in all, 1.94 ulp on [-5, 0], 2.24 on [-12, 0], 3.45 on [-40, 0], 3.89 on [-50, 0]);
 //   e^r = 1 + r (c1 + c2 r), the minimax quadratic on |r| <= ln2 / 64 (relative error 0.89 *
 //       2^-24; exp(0) stays exactly 1), evaluated as s = r * (c1 + c2 r);
 //   2^(k / 32) = 2^(k >> 5) * table[k & 31], the power of two added to the entry's exponent bits
-//       (k >> 5 >= -125 here, so it stays normal), and the result T + T s in one fma.
-// Why a table and a quadratic: six fused operations where a degree-6 polynomial over |r| <= ln2/2
-// took nine, and the exp is what bounds the CPU backend's pass at small K (optimized/cpu/README.md).
+//       (k >> 5 >= -73 here, so it stays normal), and the result T + T s in one fma.
+// Why a table, a quadratic and one reduction step: five fused operations where a degree-6
+// polynomial over |r| <= ln2 / 2 took nine (and a second reduction step, which held the exp to 1.74
+// ulp, one more), and the exp is what bounds the CPU backend's pass at small K
+// (optimized/cpu/README.md). SPEC §5's floor, 8 * 2^-24 of a row's sum, covers terms within 4 ulp
+// (4 * 2^-23 each at most, relative), and the terms that weigh most, near the max, are within 2.3.
 LOGPROBS_CANONICAL_HD float exp_f32(float x) {
   if (!(x >= kExpFloor)) return 0.0f;
   constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
   const float t = fma_f32(x, 46.1662413084468283f, kShifter);
   const float kf = t - kShifter;
-  float r = fma_f32(-kf, 0.021660849452018738f, x);
-  r = fma_f32(-kf, -5.952044412893542e-11f, r);
+  const float r = fma_f32(-kf, 0.021660849452018738f, x);
   const float s = r * fma_f32(0.4999999701976776f, r, 1.0000146627426147f);
   const int k = int(kf);
   const int j = k & (kExp2TableSize - 1);

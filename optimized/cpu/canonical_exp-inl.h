@@ -63,7 +63,7 @@ HWY_INLINE V NegFma(D d, V a, V b, V c) {
 // (AVX-512: one vpermt2d over two registers; AVX2: four vpermd and two blends) and read lane by
 // lane elsewhere (SSE4, SSSE3 and the fallbacks, which compute each fma lane by lane anyway).
 // Each entry is stored less j << 18, so that one shift and one add of t's bits give the scaled
-// entry: t's bits are 0x4B400000 + k (1.5 * 2^23 + k, k >= -3970), and modulo 2^32 they shifted
+// entry: t's bits are 0x4B400000 + k (1.5 * 2^23 + k, k >= -2308), and modulo 2^32 they shifted
 // left by 18 are k << 18 (0x4B400000's lowest bit is bit 22), which is ((k >> 5) << 23) +
 // ((k & 31) << 18): the definition's 2^(k >> 5) in the exponent bits, plus what the bias takes
 // away. The permutes read only an index's low bits, which are k & 31.
@@ -139,8 +139,7 @@ HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
   const V t = Fma(d, x, hn::Set(d, 46.1662413084468283f), shifter);
   const V kf = hn::Sub(t, shifter);
-  V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f), x);
-  r = NegFma(d, kf, hn::Set(d, -5.952044412893542e-11f), r);
+  const V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f), x);
   const V s = hn::Mul(r, Fma(d, hn::Set(d, 0.4999999701976776f), r, hn::Set(d, 1.0000146627426147f)));
   const V entry = table.scaled(hn::BitCast(du, t));
   const V e = Fma(d, entry, s, entry);
