@@ -47,8 +47,8 @@ struct Tolerance {
   double norm_ulps = 4;  // units in the last place of |m| + log V
   SumRule sum_rule = SumRule::calibrated;
   double sigma = 2;  // calibrated: sigma * dev; sqrt: sigma * sqrt(V) * 2^-24
-  // calibrated: sum_err is at least floor * 2^-24, a few ulp of relative error in S that an exp
-  // of 1-2 ulp leaves in it, whatever the summation order.
+  // calibrated: sum_err is at least floor * 2^-24, the relative error in S that an exp within
+  // 4 ulp (4 * 2^-23 of each term at most) can leave in it, whatever the summation order.
   double floor = 8;
   bool operator==(const Tolerance&) const = default;
 };
