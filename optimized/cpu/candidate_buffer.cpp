@@ -29,6 +29,8 @@ void CandidateBuffer::reset(std::uint32_t k) {
 
 namespace {
 
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
 // The k-th largest (1-based, 1 <= k <= n) of the n non-NaN values at a, by quickselect with a
 // branch-free three-way partition: each round writes a's values above the pivot to the front of
 // b and those below it to the back, in one pass where every value is stored at both ends and only
@@ -36,7 +38,7 @@ namespace {
 // one compare in two on random candidates). Slots between the two ends are always free: after i
 // values, gt + lt <= i < n. The live side then becomes a for the next round (a's storage becomes
 // b). a and b hold n floats each; both are overwritten.
-float select_by_partition(float* a, float* b, std::size_t n, std::size_t k) {
+float partition_select(float* a, float* b, std::size_t n, std::size_t k) {
   // Median-of-3 pivots halve random candidates about every round; sorted ones too. Past the
   // expected rounds, something adversarial is going on: nth_element finishes in O(n log n).
   for (int round = 0; n > 16 && round < 48; ++round) {
@@ -118,15 +120,54 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
   }
   // Compactions (n about 2K, k = K) and large samples. Up to 2048 values, the branch-free
   // partition: a compaction of 575 fresh random entries at K = 255 took 7-9 us with nth_element,
-  // 3-4 us with it. Above, radix selection on order keys (three digit passes of 11, 11 and 10
-  // bits, each counting only the keys that matched the digits so far): at K = 4095 and 65535
-  // it ran as many instructions as the partition, with as few mispredictions (cachegrind), and
-  // was as fast or faster in the benchmark.
-  if (n <= 2048) {
-    small_.assign(values, values + n);
-    partner_.resize(n);
-    return select_by_partition(small_.data(), partner_.data(), n, k);
-  }
+  // 3-4 us with it. Above, the bracket of a sample, and radix selection where it misses.
+  if (n <= kPartitionMax) return select_by_partition(values, n, k);
+  float kth;
+  return select_in_bracket(values, n, k, &kth) ? kth : select_by_radix(values, n, k);
+}
+
+float CandidateBuffer::select_by_partition(const float* values, std::size_t n, std::size_t k) {
+  small_.assign(values, values + n);
+  partner_.resize(n);
+  return partition_select(small_.data(), partner_.data(), n, k);
+}
+
+// Floyd and Rivest's step: the k-th largest of the n values ranks near k m / n among m of them
+// taken at a stride, so two of the sample's order statistics some standard deviations either side
+// of that rank bracket it with high odds. One SIMD pass counts the values above the bracket and
+// copies those inside it (about 2.9k of 72k at K = 65535 with m = 1024: 8 sigma of the sample's
+// rank, times n / m), and a small selection finishes. It is exact whatever the sample: the
+// bracket is checked to hold the k-th largest (above < k <= above + inside), and when it does not
+// (odds of about 1 in 30000 on a row of independent entries; an adversarial order can make it
+// miss, never make it wrong) the caller selects by radix. The radix selection it replaces counted
+// every key in three digit passes, each increment a load and store of a counter that a Zipf-like
+// row's crowded exponents make wait on the one before.
+bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth) {
+  constexpr std::size_t kSample = 1024;
+  if (n < 4 * kSample) return false;
+  sample_.resize(kSample);
+  for (std::size_t i = 0; i < kSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kSample)];
+  const double p = double(k) / double(n);
+  const double rank = p * kSample, spread = 4.0 * std::sqrt(kSample * p * (1.0 - p)) + 2.0;
+  // The bracket's ends: the sample's order statistics at rank -+ spread, or no end past the sample.
+  const auto sample_rank = [&](double r) { return static_cast<std::size_t>(std::clamp(r, 0.0, double(kSample + 1))); };
+  const std::size_t top = sample_rank(std::floor(rank - spread)), bottom = sample_rank(std::ceil(rank + spread));
+  const float most = top >= 1 ? select_by_partition(sample_.data(), kSample, top) : kInf;
+  const float least = bottom <= kSample ? select_by_partition(sample_.data(), kSample, bottom) : -kInf;
+  bracket_.resize(n + kSlack);
+  std::size_t above = 0;
+  const std::size_t inside = keep_between(values, n, least, most, bracket_.data(), &above);
+  if (!(above < k && k <= above + inside)) return false;
+  k -= above;
+  *kth = inside <= kPartitionMax ? select_by_partition(bracket_.data(), inside, k)
+                                 : select_by_radix(bracket_.data(), inside, k);
+  return true;
+}
+
+// Radix selection on order keys: three digit passes of 11, 11 and 10 bits, each counting only
+// the keys that matched the digits so far. At K = 4095 and 65535 it ran as many instructions as
+// the partition, with as few mispredictions (cachegrind), and was as fast or faster.
+float CandidateBuffer::select_by_radix(const float* values, std::size_t n, std::size_t k) {
   keys_.resize(n);
   to_order_keys(values, n, keys_.data());
   std::size_t live = n;

@@ -114,13 +114,19 @@ class CandidateBuffer {
   std::vector<float> small_;         // selection workspace (heap, partition)
   std::vector<float> partner_;       // the partition's second buffer
   std::vector<std::uint32_t> keys_;  // selection workspace (radix)
+  std::vector<float> sample_;        // selection workspace (a bracket's sample, and the values in it)
+  std::vector<float> bracket_;
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
   std::uint64_t last_compaction_at_ = 0;
   bool compactions_close_ = false;
 
-  // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values.
+  // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values, and the ways to it.
+  static constexpr std::size_t kPartitionMax = 2048;
   float kth_largest(const float* values, std::size_t n, std::size_t k);
+  float select_by_partition(const float* values, std::size_t n, std::size_t k);
+  bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth);
+  float select_by_radix(const float* values, std::size_t n, std::size_t k);
 };
 
 }  // namespace logprobs::cpu

@@ -64,6 +64,26 @@ std::size_t LastTiesStart(const float* values, std::size_t n, float v, std::size
   }
 }
 
+std::size_t KeepBetween(const float* values, std::size_t n, float least, float most, float* out,
+                        std::size_t* above) {
+  const hn::ScalableTag<float> d;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto least_v = hn::Set(d, least), most_v = hn::Set(d, most);
+  std::size_t kept = 0, over = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    over += hn::CountTrue(d, hn::Gt(v, most_v));
+    kept += CompressLanes(d, v, hn::And(hn::Ge(v, least_v), hn::Le(v, most_v)), out + kept);
+  }
+  for (; i < n; ++i) {
+    out[kept] = values[i];
+    over += values[i] > most;
+    kept += values[i] >= least && values[i] <= most;
+  }
+  *above = over;
+  return kept;
+}
+
 void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -88,7 +108,7 @@ std::size_t KeepDigit(std::uint32_t* keys, std::size_t n, int shift, std::uint32
   std::size_t kept = 0, i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto k = hn::LoadU(du, keys + i);
-    kept += CompressKeys(du, k, hn::Eq(hn::And(hn::ShiftRightSame(k, shift), digit_mask), wanted), keys + kept);
+    kept += CompressLanes(du, k, hn::Eq(hn::And(hn::ShiftRightSame(k, shift), digit_mask), wanted), keys + kept);
   }
   for (; i < n; ++i) {
     keys[kept] = keys[i];
@@ -107,6 +127,7 @@ namespace logprobs::cpu {
 HWY_EXPORT(KeepAtLeast);
 HWY_EXPORT(KeepAbove);
 HWY_EXPORT(LastTiesStart);
+HWY_EXPORT(KeepBetween);
 HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
@@ -120,6 +141,11 @@ std::size_t keep_above(float* values, std::uint32_t* tokens, std::size_t n, floa
 
 std::size_t last_ties_start(const float* values, std::size_t n, float v, std::size_t count) {
   return HWY_DYNAMIC_DISPATCH(LastTiesStart)(values, n, v, count);
+}
+
+std::size_t keep_between(const float* values, std::size_t n, float least, float most, float* out,
+                         std::size_t* above) {
+  return HWY_DYNAMIC_DISPATCH(KeepBetween)(values, n, least, most, out, above);
 }
 
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {

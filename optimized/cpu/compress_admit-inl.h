@@ -82,16 +82,16 @@ HWY_INLINE std::size_t CompressPair(D d, V values, VU tokens, M pass, float* HWY
   }
 }
 
-// The same for one vector of 32-bit keys.
-template <class DU, class VU = hn::Vec<DU>, class M = hn::Mask<DU>>
-HWY_INLINE std::size_t CompressKeys(DU du, VU keys, M pass, std::uint32_t* HWY_RESTRICT out) {
-  if constexpr (hn::MaxLanes(DU()) > 8) {
-    hn::StoreU(hn::Compress(keys, pass), du, out);
-    return hn::CountTrue(du, pass);
+// The same for one vector of 32-bit lanes alone (keys, or values without their tokens).
+template <class D, class V = hn::Vec<D>, class M = hn::Mask<D>>
+HWY_INLINE std::size_t CompressLanes(D d, V lanes, M pass, hn::TFromD<D>* HWY_RESTRICT out) {
+  if constexpr (hn::MaxLanes(D()) > 8) {
+    hn::StoreU(hn::Compress(lanes, pass), d, out);
+    return hn::CountTrue(d, pass);
   } else {
     std::size_t count;
-    const auto lanes = PassingLanesFirst(du, pass, &count);
-    hn::StoreU(hn::TableLookupLanes(keys, hn::IndicesFromVec(du, lanes)), du, out);
+    const auto passing = PassingLanesFirst(d, pass, &count);
+    hn::StoreU(hn::TableLookupLanes(lanes, hn::IndicesFromVec(d, passing)), d, out);
     return count;
   }
 }
