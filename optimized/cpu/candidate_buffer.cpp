@@ -143,17 +143,18 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
 // every key in three digit passes, each increment a load and store of a counter that a Zipf-like
 // row's crowded exponents make wait on the one before.
 bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth) {
-  constexpr std::size_t kSample = 1024;
-  if (n < 4 * kSample) return false;
-  sample_.resize(kSample);
-  for (std::size_t i = 0; i < kSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kSample)];
+  if (n < 4 * kBracketSample) return false;
+  sample_.resize(kBracketSample);
+  for (std::size_t i = 0; i < kBracketSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kBracketSample)];
   const double p = double(k) / double(n);
-  const double rank = p * kSample, spread = 4.0 * std::sqrt(kSample * p * (1.0 - p)) + 2.0;
+  const double rank = p * kBracketSample, spread = 4.0 * std::sqrt(kBracketSample * p * (1.0 - p)) + 2.0;
   // The bracket's ends: the sample's order statistics at rank -+ spread, or no end past the sample.
-  const auto sample_rank = [&](double r) { return static_cast<std::size_t>(std::clamp(r, 0.0, double(kSample + 1))); };
+  const auto sample_rank = [&](double r) {
+    return static_cast<std::size_t>(std::clamp(r, 0.0, double(kBracketSample + 1)));
+  };
   const std::size_t top = sample_rank(std::floor(rank - spread)), bottom = sample_rank(std::ceil(rank + spread));
-  const float most = top >= 1 ? select_by_partition(sample_.data(), kSample, top) : kInf;
-  const float least = bottom <= kSample ? select_by_partition(sample_.data(), kSample, bottom) : -kInf;
+  const float most = top >= 1 ? select_by_partition(sample_.data(), kBracketSample, top) : kInf;
+  const float least = bottom <= kBracketSample ? select_by_partition(sample_.data(), kBracketSample, bottom) : -kInf;
   bracket_.resize(n + kSlack);
   std::size_t above = 0;
   const std::size_t inside = keep_between(values, n, least, most, bracket_.data(), &above);

@@ -103,6 +103,10 @@ class CandidateBuffer {
   float speculative_threshold(const RowSource& row, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
+  // Selection among at least 4 kBracketSample values (compactions at K >= 2016) starts from a
+  // bracket taken from this many of them at a fixed stride (the .cpp says why it is exact).
+  static constexpr std::size_t kBracketSample = 1024;
+
  private:
   std::uint32_t k_ = 0;
   float threshold_ = -std::numeric_limits<float>::infinity();

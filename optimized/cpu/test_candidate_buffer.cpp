@@ -44,11 +44,13 @@ void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::u
 }
 
 // Random values, heavy ties, sorted either way and all equal, at K where the selection takes
-// each of its paths: heap (K <= n / 32), partition (n <= 2048) and radix.
+// each of its paths: heap (K <= n / 32), partition (n <= 2048), radix (n < 4096), and a sample's
+// bracket finished by the partition (K = 4095: about 1.1k in it) or by radix (K = 65535: about
+// 17k).
 TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
   std::mt19937_64 rng(59);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  for (const std::uint32_t k : {1u, 3u, 255u, 4095u}) {
+  for (const std::uint32_t k : {1u, 3u, 255u, 1100u, 4095u, 65535u}) {
     for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
       const std::size_t n = 2 * std::size_t{k} + 65;  // one past capacity: admit() compacts once
       std::vector<float> values(n);
@@ -61,6 +63,24 @@ TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
                                         : 1.0f;
       }
       expect_compaction_keeps_the_k_best(values, k, std::string(shape) + " K " + std::to_string(k));
+    }
+  }
+}
+
+// The sample's bracket can miss the K-th value, and selection must then fall back, not trust it:
+// here every sampled entry (the bracket's sample is taken at a fixed stride) lies above the rest,
+// or below it, so the bracket holds none of the K best but the sample's own, or all of them.
+TEST(CpuCandidateBuffer, CompactionIsExactWhereTheSampleLies) {
+  std::mt19937_64 rng(71);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::uint32_t k : {4095u, 65535u}) {
+    for (const float sampled : {1000.0f, -1000.0f}) {
+      const std::size_t n = 2 * std::size_t{k} + 65, sample = cpu::CandidateBuffer::kBracketSample;
+      std::vector<float> values(n);
+      for (float& v : values) v = normal(rng);
+      for (std::size_t i = 0; i < sample; ++i) values[(2 * i + 1) * n / (2 * sample)] = sampled + 0.001f * float(i);
+      expect_compaction_keeps_the_k_best(values, k,
+                                         "sampled entries at " + std::to_string(sampled) + " K " + std::to_string(k));
     }
   }
 }

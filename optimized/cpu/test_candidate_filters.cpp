@@ -1,5 +1,5 @@
 // The candidate buffer's SIMD steps (candidate_filters.hpp) against scalar definitions (the
-// filters against std::copy_if, the keys against order_key, the ties' search against a loop),
+// filters and the bracket against std::copy_if, the keys against order_key, the ties' search against a loop),
 // under every Highway target this machine supports (hwy::TestWithParamTarget forces each in
 // turn): every length up to a few vectors (each tail), in place, with ties at the bound and runs
 // of all or nothing kept.
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "candidate_filters.hpp"
@@ -96,6 +97,36 @@ TEST_P(CandidateFiltersPerTarget, LastTiesStartFindsTheCountthTieFromTheEnd) {
   }
   const std::vector<float> zeros = {0.0f, -0.0f, 1.0f, 0.0f};  // -0 ties with +0
   EXPECT_EQ(last_ties_start(zeros.data(), zeros.size(), 0.0f, 3), 0u);
+}
+
+// keep_between(least, most) against copy_if, and its count of the values above most.
+void expect_keeps_between(const std::vector<float>& values, float least, float most) {
+  std::vector<float> expected;
+  std::copy_if(values.begin(), values.end(), std::back_inserter(expected),
+               [&](float v) { return v >= least && v <= most; });
+  const auto above = std::size_t(std::count_if(values.begin(), values.end(), [&](float v) { return v > most; }));
+  std::vector<float> out(values.size() + 16);
+  std::size_t counted = 0;
+  const std::size_t kept = keep_between(values.data(), values.size(), least, most, out.data(), &counted);
+  ASSERT_EQ(kept, expected.size()) << "n " << values.size() << ", [" << least << ", " << most << "]";
+  EXPECT_EQ(counted, above) << "n " << values.size() << ", [" << least << ", " << most << "]";
+  out.resize(kept);
+  EXPECT_EQ(out, expected) << "n " << values.size() << ", [" << least << ", " << most << "]";
+}
+
+TEST_P(CandidateFiltersPerTarget, KeepBetweenCopiesTheValuesInTheBracketAndCountsThoseAbove) {
+  std::mt19937 rng(73);
+  for (std::size_t n = 0; n <= 100; ++n) {
+    const std::vector<float> values = random_entries(n, rng).values;
+    for (const auto& [least, most] : {std::pair{-1.0f, 1.0f}, std::pair{0.5f, 0.5f}, std::pair{2.5f, 9.0f},
+                                      std::pair{-INFINITY, INFINITY}, std::pair{3.0f, -3.0f}})
+      expect_keeps_between(values, least, most);
+  }
+  expect_keeps_between(random_entries(70000, rng).values, -0.5f, 1.0f);
+  const std::vector<float> edges = {INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, INFINITY, -1.0f, 0.0f, -INFINITY};
+  expect_keeps_between(edges, -0.0f, 0.0f);  // -0 and +0 are both in it
+  expect_keeps_between(edges, 1.0f, INFINITY);
+  expect_keeps_between(edges, -INFINITY, -INFINITY);
 }
 
 void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {
