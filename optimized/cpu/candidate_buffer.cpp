@@ -31,44 +31,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The k-th largest (1-based, 1 <= k <= n) of the n non-NaN values at a, by quickselect with a
-// branch-free three-way partition: each round writes a's values above the pivot to the front of
-// b and those below it to the back, in one pass where every value is stored at both ends and only
-// the counts move, so no branch depends on the data (nth_element's partition mispredicts about
-// one compare in two on random candidates). Slots between the two ends are always free: after i
-// values, gt + lt <= i < n. The live side then becomes a for the next round (a's storage becomes
-// b). a and b hold n floats each; both are overwritten.
-float partition_select(float* a, float* b, std::size_t n, std::size_t k) {
-  // Median-of-3 pivots halve random candidates about every round; sorted ones too. Past the
-  // expected rounds, something adversarial is going on: nth_element finishes in O(n log n).
-  for (int round = 0; n > 16 && round < 48; ++round) {
-    const float x = a[0], y = a[n / 2], z = a[n - 1];
-    const float pivot = std::max(std::min(x, y), std::min(std::max(x, y), z));
-    std::size_t gt = 0, lt_begin = n;  // b[0, gt): above the pivot; b[lt_begin, n): below it
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = a[i];
-      b[gt] = v;
-      b[lt_begin - 1] = v;
-      gt += v > pivot;
-      lt_begin -= v < pivot;
-    }
-    const std::size_t equal = lt_begin - gt;
-    if (k > gt && k <= gt + equal) return pivot;
-    float* const storage = a;
-    if (k <= gt) {
-      a = b;
-      n = gt;
-    } else {
-      a = b + lt_begin;
-      k -= gt + equal;
-      n -= lt_begin;
-    }
-    b = storage;
-  }
-  std::nth_element(a, a + (k - 1), a + n, std::greater<float>());
-  return a[k - 1];
-}
-
 // Radix selection's digits, most significant first: they split the 32-bit key exactly, so two
 // keys that match on every digit are equal.
 constexpr int kDigitBits[3] = {11, 11, 10};
@@ -118,18 +80,49 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
     }
     return small_.front();
   }
-  // Compactions (n about 2K, k = K) and large samples. Up to 2048 values, the branch-free
-  // partition: a compaction of 575 fresh random entries at K = 255 took 7-9 us with nth_element,
-  // 3-4 us with it. Above, the bracket of a sample, and radix selection where it misses.
-  if (n <= kPartitionMax) return select_by_partition(values, n, k);
+  // Compactions (n about 2K, k = K) and large samples: quickselect, and from 4096 values on, first
+  // the bracket of a sample (fewer passes over them all), and radix selection where it misses.
+  if (n < 4 * kBracketSample) return select_by_partition(values, n, k);
   float kth;
   return select_in_bracket(values, n, k, &kth) ? kth : select_by_radix(values, n, k);
 }
 
+// Quickselect: each round splits the live values at a median-of-3 pivot into those above it and
+// those below it, one SIMD pass that compresses each vector twice (split_at_pivot), and goes on
+// with the side that holds the k-th largest. The scalar partition it replaces stored every value
+// at both ends of one buffer and counted as it went, a few cycles a value, where this takes a
+// fraction of a cycle: a compaction of 8255 random entries at K = 4095, 3/4 of it three such
+// selections (the bracket's ends in its sample of 1024, then the 1.1k in it), 14-15 -> 5-6 us; of
+// 72000 at K = 65535 53-55 -> 38-44 us, the bracket's 2.9k now selected by it, not by radix (Xeon
+// model 207, best of 300, two runs). Three buffers take turns: the live values' (after the first
+// round) and the two sides'.
 float CandidateBuffer::select_by_partition(const float* values, std::size_t n, std::size_t k) {
-  small_.assign(values, values + n);
-  partner_.resize(n);
-  return partition_select(small_.data(), partner_.data(), n, k);
+  for (std::vector<float>& part : parts_)
+    if (part.size() < n + kSlack) part.resize(n + kSlack);
+  const float* live = values;
+  std::size_t above_into = 0, below_into = 1, live_in = 2;
+  // Median-of-3 pivots halve random candidates about every round; sorted ones too. Past the
+  // expected rounds, something adversarial is going on: nth_element finishes in O(n log n).
+  for (int round = 0; n > 16 && round < 48; ++round) {
+    const float x = live[0], y = live[n / 2], z = live[n - 1];
+    const float pivot = std::max(std::min(x, y), std::min(std::max(x, y), z));
+    const SplitCounts split = split_at_pivot(live, n, pivot, parts_[above_into].data(), parts_[below_into].data());
+    const std::size_t equal = n - split.above - split.below;
+    if (k > split.above && k <= split.above + equal) return pivot;
+    if (k <= split.above) {
+      live = parts_[above_into].data();
+      n = split.above;
+      std::swap(above_into, live_in);
+    } else {
+      live = parts_[below_into].data();
+      k -= split.above + equal;
+      n = split.below;
+      std::swap(below_into, live_in);
+    }
+  }
+  small_.assign(live, live + n);
+  std::nth_element(small_.begin(), small_.begin() + std::ptrdiff_t(k - 1), small_.end(), std::greater<float>());
+  return small_[k - 1];
 }
 
 // Floyd and Rivest's step: the k-th largest of the n values ranks near k m / n among m of them
@@ -143,7 +136,6 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
 // every key in three digit passes, each increment a load and store of a counter that a Zipf-like
 // row's crowded exponents make wait on the one before.
 bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth) {
-  if (n < 4 * kBracketSample) return false;
   sample_.resize(kBracketSample);
   for (std::size_t i = 0; i < kBracketSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kBracketSample)];
   const double p = double(k) / double(n);
@@ -160,8 +152,7 @@ bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std:
   const std::size_t inside = keep_between(values, n, least, most, bracket_.data(), &above);
   if (!(above < k && k <= above + inside)) return false;
   k -= above;
-  *kth = inside <= kPartitionMax ? select_by_partition(bracket_.data(), inside, k)
-                                 : select_by_radix(bracket_.data(), inside, k);
+  *kth = select_by_partition(bracket_.data(), inside, k);
   return true;
 }
 

@@ -115,8 +115,8 @@ class CandidateBuffer {
   std::vector<float> values_;
   std::vector<std::uint32_t> tokens_;
   std::vector<float> scratch_;       // the seed's or the speculation's sample
-  std::vector<float> small_;         // selection workspace (heap, partition)
-  std::vector<float> partner_;       // the partition's second buffer
+  std::vector<float> small_;         // selection workspace (heap, the partition's last step)
+  std::vector<float> parts_[3];      // the partition's rounds: the live values and the two sides
   std::vector<std::uint32_t> keys_;  // selection workspace (radix)
   std::vector<float> sample_;        // selection workspace (a bracket's sample, and the values in it)
   std::vector<float> bracket_;
@@ -126,7 +126,6 @@ class CandidateBuffer {
   bool compactions_close_ = false;
 
   // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values, and the ways to it.
-  static constexpr std::size_t kPartitionMax = 2048;
   float kth_largest(const float* values, std::size_t n, std::size_t k);
   float select_by_partition(const float* values, std::size_t n, std::size_t k);
   bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth);

@@ -1,6 +1,7 @@
 // The filters of candidate_filters.hpp, compiled once per Highway target by foreach_target.h.
-// In place: the vector at i is loaded before anything is stored at kept <= i, and a store at
-// kept writes at most up to i + N, the vector just loaded, so no entry is overwritten unread.
+// In place (all but the bracket and the split): the vector at i is loaded before anything is
+// stored at kept <= i, and a store at kept writes at most up to i + N, the vector just loaded, so
+// no entry is overwritten unread.
 // clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "candidate_filters.cpp"
@@ -84,6 +85,27 @@ std::size_t KeepBetween(const float* values, std::size_t n, float least, float m
   return kept;
 }
 
+SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float pivot, float* HWY_RESTRICT above,
+                         float* HWY_RESTRICT below) {
+  const hn::ScalableTag<float> d;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto pivot_v = hn::Set(d, pivot);
+  SplitCounts counts{0, 0};
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, values + i);
+    counts.above += CompressLanes(d, v, hn::Gt(v, pivot_v), above + counts.above);
+    counts.below += CompressLanes(d, v, hn::Lt(v, pivot_v), below + counts.below);
+  }
+  for (; i < n; ++i) {
+    above[counts.above] = values[i];
+    below[counts.below] = values[i];
+    counts.above += values[i] > pivot;
+    counts.below += values[i] < pivot;
+  }
+  return counts;
+}
+
 void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -128,6 +150,7 @@ HWY_EXPORT(KeepAtLeast);
 HWY_EXPORT(KeepAbove);
 HWY_EXPORT(LastTiesStart);
 HWY_EXPORT(KeepBetween);
+HWY_EXPORT(SplitAtPivot);
 HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
@@ -146,6 +169,10 @@ std::size_t last_ties_start(const float* values, std::size_t n, float v, std::si
 std::size_t keep_between(const float* values, std::size_t n, float least, float most, float* out,
                          std::size_t* above) {
   return HWY_DYNAMIC_DISPATCH(KeepBetween)(values, n, least, most, out, above);
+}
+
+SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, float* above, float* below) {
+  return HWY_DYNAMIC_DISPATCH(SplitAtPivot)(values, n, pivot, above, below);
 }
 
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {

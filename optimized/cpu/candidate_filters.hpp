@@ -1,10 +1,10 @@
 // The candidate buffer's steps that at large K touch every admitted entry: keeping the entries at
 // or above a value (a compaction) or above it (its tie-break), copying those between two values
-// (a selection's bracket), the radix keys of the entries, and keeping the keys of one digit (a
-// round of radix selection). The filters keep order, and but for the bracket work in place. SIMD,
-// dispatched to the best Highway target at run time: a vector compress per 16 entries on
-// AVX-512, where the scalar loop (a store and a dependent count per entry) took 4.6x as long
-// (71.8k entries, Zen 4).
+// (a selection's bracket), splitting them at a pivot (a round of quickselect), the radix keys of
+// the entries, and keeping the keys of one digit (a round of radix selection). The filters keep
+// order, and but for the bracket and the split work in place. SIMD, dispatched to the best
+// Highway target at run time: a vector compress per 16 entries on AVX-512, where the scalar loop
+// (a store and a dependent count per entry) took 4.6x as long (71.8k entries, Zen 4).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +34,14 @@ inline float from_order_key(std::uint32_t key) {
 // and does not overlap values. No value is NaN.
 std::size_t keep_between(const float* values, std::size_t n, float least, float most, float* out,
                          std::size_t* above);
+
+// Copies the values i < n above pivot to above and those below it to below, each in order;
+// returns how many went to each ({above, below}: the rest equal pivot). above and below hold n
+// values and one vector more, and overlap neither values nor each other. No value is NaN.
+struct SplitCounts {
+  std::size_t above, below;
+};
+SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, float* above, float* below);
 
 // keys[i] = order_key(values[i]) for i < n; no value is NaN.
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys);

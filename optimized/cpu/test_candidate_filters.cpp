@@ -1,8 +1,8 @@
 // The candidate buffer's SIMD steps (candidate_filters.hpp) against scalar definitions (the
-// filters and the bracket against std::copy_if, the keys against order_key, the ties' search against a loop),
-// under every Highway target this machine supports (hwy::TestWithParamTarget forces each in
-// turn): every length up to a few vectors (each tail), in place, with ties at the bound and runs
-// of all or nothing kept.
+// filters, the bracket and the split against std::copy_if, the keys against order_key, the ties'
+// search against a loop), under every Highway target this machine supports
+// (hwy::TestWithParamTarget forces each in turn): every length up to a few vectors (each tail), in
+// place, with ties at the bound and runs of all or nothing kept.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -127,6 +127,34 @@ TEST_P(CandidateFiltersPerTarget, KeepBetweenCopiesTheValuesInTheBracketAndCount
   expect_keeps_between(edges, -0.0f, 0.0f);  // -0 and +0 are both in it
   expect_keeps_between(edges, 1.0f, INFINITY);
   expect_keeps_between(edges, -INFINITY, -INFINITY);
+}
+
+// split_at_pivot against two copy_ifs.
+void expect_splits(const std::vector<float>& values, float pivot) {
+  std::vector<float> above, below;
+  std::copy_if(values.begin(), values.end(), std::back_inserter(above), [&](float v) { return v > pivot; });
+  std::copy_if(values.begin(), values.end(), std::back_inserter(below), [&](float v) { return v < pivot; });
+  std::vector<float> out_above(values.size() + 16), out_below(values.size() + 16);
+  const SplitCounts counts = split_at_pivot(values.data(), values.size(), pivot, out_above.data(), out_below.data());
+  ASSERT_EQ(counts.above, above.size()) << "n " << values.size() << ", pivot " << pivot;
+  ASSERT_EQ(counts.below, below.size()) << "n " << values.size() << ", pivot " << pivot;
+  out_above.resize(counts.above);
+  out_below.resize(counts.below);
+  EXPECT_EQ(out_above, above) << "n " << values.size() << ", pivot " << pivot;
+  EXPECT_EQ(out_below, below) << "n " << values.size() << ", pivot " << pivot;
+}
+
+TEST_P(CandidateFiltersPerTarget, SplitAtPivotCopiesTheValuesAboveAndBelowItInOrder) {
+  std::mt19937 rng(79);
+  for (std::size_t n = 0; n <= 100; ++n) {
+    const std::vector<float> values = random_entries(n, rng).values;
+    for (const float pivot : {0.0f, 0.5f, -2.0f, 2.0f, 9.0f, -9.0f}) expect_splits(values, pivot);
+  }
+  expect_splits(random_entries(70000, rng).values, 0.5f);
+  const std::vector<float> edges = {INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, INFINITY, -1.0f, 0.0f, -INFINITY};
+  expect_splits(edges, -0.0f);  // -0 and +0 are equal: neither side takes them
+  expect_splits(edges, INFINITY);
+  expect_splits(edges, -INFINITY);
 }
 
 void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {
