@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of bench/compare: a planted slowdown is flagged, an unchanged run and a uniformly slower
-machine pass. Runs the script as CI would (a subprocess), on results written here."""
+machine pass; and of bench/table's statistic. Runs the scripts as CI would (a subprocess), on
+results written here."""
 
 import json
 import pathlib
@@ -130,6 +131,23 @@ class CompareTest(unittest.TestCase):
         for statistic in ("median", "best"):
             with self.subTest(statistic=statistic):
                 self.assertEqual(self.compare(run, "--statistic", statistic).returncode, 1)
+
+    def test_the_table_takes_the_median_or_the_best_repetition(self):
+        # Three repetitions of the 64-row cpu benchmark at K = 0, 1 thread, and of its stream_read:
+        # cpu reads 14, 7 and 10.5 GB/s, stream_read 33, 33 and 16.5.
+        data = results()
+        repeated = []
+        for b in data["benchmarks"]:
+            cpu = b["name"].startswith("cpu/rows:64/vocab:128256/k:0/")
+            for factor in (1.0, 0.5, 0.75) if cpu else (1.0, 1.0, 0.5):
+                repeated.append(dict(b, bytes_per_second=b["bytes_per_second"] * factor))
+        data["benchmarks"] = repeated
+        run = self.write("run.json", data)
+        for statistic, cell in (("median", "10.50 (32%)"), ("best", "14.00 (42%)")):
+            with self.subTest(statistic=statistic):
+                out = subprocess.run([sys.executable, str(HERE / "table"), str(run), "--shape", "64x128256",
+                                      "--statistic", statistic], capture_output=True, text=True, check=True).stdout
+                self.assertIn(f"| cpu | 1 | {cell} |", out)
 
     def test_a_run_named_before_k_and_dtype_compares_with_a_new_one(self):
         # levels:8 is k:255 of f32 logits: a baseline recorded then still anchors a new run.
