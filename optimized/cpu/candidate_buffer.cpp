@@ -84,7 +84,7 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
   // the bracket of a sample (fewer passes over them all), and radix selection where it misses.
   if (n < 4 * kBracketSample) return select_by_partition(values, n, k);
   float kth;
-  return select_in_bracket(values, n, k, &kth) ? kth : select_by_radix(values, n, k);
+  return select_in_bracket(values, n, k, &kth, nullptr) ? kth : select_by_radix(values, n, k);
 }
 
 // Quickselect: each round splits the live values at a median-of-3 pivot into those above it and
@@ -96,11 +96,12 @@ float CandidateBuffer::kth_largest(const float* values, std::size_t n, std::size
 // 72000 at K = 65535 53-55 -> 38-44 us, the bracket's 2.9k now selected by it, not by radix (Xeon
 // model 207, best of 300, two runs). Three buffers take turns: the live values' (after the first
 // round) and the two sides'.
-float CandidateBuffer::select_by_partition(const float* values, std::size_t n, std::size_t k) {
+float CandidateBuffer::select_by_partition(const float* values, std::size_t n, std::size_t k, std::size_t* greater) {
   for (std::vector<float>& part : parts_)
     if (part.size() < n + kSlack) part.resize(n + kSlack);
   const float* live = values;
   std::size_t above_into = 0, below_into = 1, live_in = 2;
+  std::size_t dropped_above = 0;  // values left behind above the live ones, so above the k-th
   // Median-of-3 pivots halve random candidates about every round; sorted ones too. Past the
   // expected rounds, something adversarial is going on: nth_element finishes in O(n log n).
   for (int round = 0; n > 16 && round < 48; ++round) {
@@ -108,7 +109,10 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
     const float pivot = std::max(std::min(x, y), std::min(std::max(x, y), z));
     const SplitCounts split = split_at_pivot(live, n, pivot, parts_[above_into].data(), parts_[below_into].data());
     const std::size_t equal = n - split.above - split.below;
-    if (k > split.above && k <= split.above + equal) return pivot;
+    if (k > split.above && k <= split.above + equal) {
+      if (greater != nullptr) *greater = dropped_above + split.above;
+      return pivot;
+    }
     if (k <= split.above) {
       live = parts_[above_into].data();
       n = split.above;
@@ -116,13 +120,18 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
     } else {
       live = parts_[below_into].data();
       k -= split.above + equal;
+      dropped_above += split.above + equal;
       n = split.below;
       std::swap(below_into, live_in);
     }
   }
   small_.assign(live, live + n);
   std::nth_element(small_.begin(), small_.begin() + std::ptrdiff_t(k - 1), small_.end(), std::greater<float>());
-  return small_[k - 1];
+  const float kth = small_[k - 1];
+  if (greater != nullptr)
+    *greater =
+        dropped_above + std::size_t(std::count_if(small_.begin(), small_.end(), [kth](float v) { return v > kth; }));
+  return kth;
 }
 
 // Floyd and Rivest's step: the k-th largest of the n values ranks near k m / n among m of them
@@ -135,7 +144,8 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
 // miss, never make it wrong) the caller selects by radix. The radix selection it replaces counted
 // every key in three digit passes, each increment a load and store of a counter that a Zipf-like
 // row's crowded exponents make wait on the one before.
-bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth) {
+bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth,
+                                        std::size_t* greater) {
   sample_.resize(kBracketSample);
   for (std::size_t i = 0; i < kBracketSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kBracketSample)];
   const double p = double(k) / double(n);
@@ -151,8 +161,9 @@ bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std:
   std::size_t above = 0;
   const std::size_t inside = keep_between(values, n, least, most, bracket_.data(), &above);
   if (!(above < k && k <= above + inside)) return false;
-  k -= above;
-  *kth = select_by_partition(bracket_.data(), inside, k);
+  std::size_t greater_inside = 0;
+  *kth = select_by_partition(bracket_.data(), inside, k - above, &greater_inside);
+  if (greater != nullptr) *greater = above + greater_inside;
   return true;
 }
 
@@ -179,6 +190,14 @@ float CandidateBuffer::select_by_radix(const float* values, std::size_t n, std::
     live = keep_digit(keys_.data(), live, shift, mask, digit);
   }
   return from_order_key(keys_[0]);
+}
+
+bool CandidateBuffer::cut_of_row(const float* x, std::size_t n, std::uint32_t k, RowCut* cut) {
+  float kth;
+  std::size_t greater;
+  if (!select_in_bracket(x, n, k, &kth, &greater) || !(kth > -kInf)) return false;
+  *cut = {kth, k - greater};
+  return true;
 }
 
 void CandidateBuffer::compact() {

@@ -103,6 +103,19 @@ class CandidateBuffer {
   float speculative_threshold(const RowSource& row, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
+  // Large K, where most of a row would be admitted (K >= V / 8): the top-K of a whole row x[0, n)
+  // without a buffer. They are the entries above `kth` and the first `ties` of those equal to it,
+  // in token order (the total order's tie-break): kth is the k-th largest, `ties` = k - how many
+  // are above it. Found by selection in the bracket of a sample of x (below), so at the cost of
+  // a pass over the row and a selection among the few in the bracket. x holds no NaN, and
+  // 4 kBracketSample <= n, k < n. False when it cannot tell (the bracket missed, or fewer than k
+  // candidates: kth would be -inf), which leaves the buffer's path to the caller.
+  struct RowCut {
+    float kth;
+    std::size_t ties;
+  };
+  bool cut_of_row(const float* x, std::size_t n, std::uint32_t k, RowCut* cut);
+
   // Selection among at least 4 kBracketSample values (compactions at K >= 2016) starts from a
   // bracket taken from this many of them at a fixed stride (the .cpp says why it is exact).
   static constexpr std::size_t kBracketSample = 1024;
@@ -127,8 +140,9 @@ class CandidateBuffer {
 
   // The k-th largest (1-based, 1 <= k <= n) of n non-NaN values, and the ways to it.
   float kth_largest(const float* values, std::size_t n, std::size_t k);
-  float select_by_partition(const float* values, std::size_t n, std::size_t k);
-  bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth);
+  // Both can also count the values above the k-th into *greater (where not null).
+  float select_by_partition(const float* values, std::size_t n, std::size_t k, std::size_t* greater = nullptr);
+  bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth, std::size_t* greater);
   float select_by_radix(const float* values, std::size_t n, std::size_t k);
 };
 

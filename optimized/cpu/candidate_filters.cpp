@@ -1,5 +1,5 @@
 // The filters of candidate_filters.hpp, compiled once per Highway target by foreach_target.h.
-// In place (all but the bracket and the split): the vector at i is loaded before anything is
+// In place (all but the bracket, the split and the slots): the vector at i is loaded before anything is
 // stored at kept <= i, and a store at kept writes at most up to i + N, the vector just loaded, so
 // no entry is overwritten unread.
 // clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
@@ -7,6 +7,9 @@
 #define HWY_TARGET_INCLUDE "candidate_filters.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // clang-format on
+
+#include <algorithm>
+#include <cstring>
 
 #include "candidate_filters.hpp"
 #include "compress_admit-inl.h"
@@ -106,6 +109,81 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
   return counts;
 }
 
+// float(double(x) + normalizer) in each lane: exact widening, one double addition, one rounding
+// to f32 (vcvtpd2ps rounds to nearest like the scalar conversion), so canonical::output_value's bits.
+template <class D>
+HWY_INLINE hn::Vec<D> OutputValues(D d, hn::Vec<D> x, double normalizer) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(d, float(double(hn::GetLane(x)) + normalizer));
+#else
+  const hn::Half<D> dh;
+  const hn::Rebind<double, decltype(dh)> dd;
+  const auto n = hn::Set(dd, normalizer);
+  const auto low = hn::DemoteTo(dh, hn::Add(hn::PromoteTo(dd, hn::LowerHalf(dh, x)), n));
+  const auto high = hn::DemoteTo(dh, hn::Add(hn::PromoteTo(dd, hn::UpperHalf(dh, x)), n));
+  return hn::Combine(d, high, low);
+#endif
+}
+
+// The lanes of `tied` that are among the first *ties of them in lane order; *ties loses them.
+// All of them until the last vector with a tie to keep, which a scalar loop over its mask cuts.
+template <class D, class M = hn::Mask<D>>
+HWY_INLINE M FirstTies(D d, M tied, std::size_t* ties) {
+  const std::size_t count = hn::CountTrue(d, tied);
+  if (count <= *ties) {
+    *ties -= count;
+    return tied;
+  }
+  std::uint8_t bytes[8] = {};
+  hn::StoreMaskBits(d, tied, bytes);
+  std::uint64_t bits, kept = 0;
+  std::memcpy(&bits, bytes, sizeof bits);
+  for (; *ties > 0; --*ties) {
+    const std::uint64_t lowest = bits & (~bits + 1);
+    kept |= lowest;
+    bits ^= lowest;
+  }
+  std::memcpy(bytes, &kept, sizeof kept);
+  return hn::LoadMaskBits(d, bytes);
+}
+
+std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth, std::size_t ties, double normalizer,
+                          float* HWY_RESTRICT values, std::uint32_t* HWY_RESTRICT tokens, std::size_t slots) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto kth_v = hn::Set(d, kth);
+  std::size_t written = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    auto pass = hn::Gt(v, kth_v);
+    const auto tied = hn::Eq(v, kth_v);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, tied))) pass = hn::Or(pass, FirstTies(d, tied, &ties));
+    const auto out = OutputValues(d, v, normalizer);
+    const auto token = hn::Add(hn::Set(du, static_cast<std::uint32_t>(i)), hn::Iota(du, 0));
+    if (written + lanes <= slots) {
+      written += CompressPair(d, out, token, pass, values + written, tokens + written);
+      continue;
+    }
+    // The last slots: the vector compressed into scratch and as much of it copied as they hold,
+    // since a whole-vector store would write past them (into the next row's slots).
+    HWY_ALIGN float last_values[hn::MaxLanes(d)];
+    HWY_ALIGN std::uint32_t last_tokens[hn::MaxLanes(d)];
+    const std::size_t take = std::min(CompressPair(d, out, token, pass, last_values, last_tokens), slots - written);
+    std::memcpy(values + written, last_values, take * sizeof(float));
+    std::memcpy(tokens + written, last_tokens, take * sizeof(std::uint32_t));
+    written += take;
+  }
+  for (; i < n && written < slots; ++i) {
+    const bool tie = x[i] == kth && ties > 0;
+    if (!(x[i] > kth || tie)) continue;
+    ties -= tie;
+    values[written] = float(double(x[i]) + normalizer);
+    tokens[written++] = static_cast<std::uint32_t>(i);
+  }
+  return written;
+}
+
 void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -151,6 +229,7 @@ HWY_EXPORT(KeepAbove);
 HWY_EXPORT(LastTiesStart);
 HWY_EXPORT(KeepBetween);
 HWY_EXPORT(SplitAtPivot);
+HWY_EXPORT(WriteTopSlots);
 HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
@@ -173,6 +252,11 @@ std::size_t keep_between(const float* values, std::size_t n, float least, float 
 
 SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, float* above, float* below) {
   return HWY_DYNAMIC_DISPATCH(SplitAtPivot)(values, n, pivot, above, below);
+}
+
+std::size_t write_top_slots(const float* x, std::size_t n, float kth, std::size_t ties, double normalizer,
+                            float* values, std::uint32_t* tokens, std::size_t slots) {
+  return HWY_DYNAMIC_DISPATCH(WriteTopSlots)(x, n, kth, ties, normalizer, values, tokens, slots);
 }
 
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {

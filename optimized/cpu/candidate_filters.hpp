@@ -43,6 +43,13 @@ struct SplitCounts {
 };
 SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, float* above, float* below);
 
+// The top slots of a row x[0, n) cut at kth (CandidateBuffer::cut_of_row): the entries above kth
+// and the first `ties` of those equal to it, in order, as slots (token i, value float(double(x[i])
+// + normalizer): canonical::output_value at a finite normalizer). Writes at most `slots` of them
+// and nothing past those; returns how many. No x is NaN.
+std::size_t write_top_slots(const float* x, std::size_t n, float kth, std::size_t ties, double normalizer,
+                            float* values, std::uint32_t* tokens, std::size_t slots);
+
 // keys[i] = order_key(values[i]) for i < n; no value is NaN.
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys);
 

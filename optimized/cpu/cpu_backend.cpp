@@ -10,13 +10,15 @@
 //
 // Two schedules, bitwise identical in output:
 //   - rows >= threads, or K > kSplitMaxK: each thread scans whole rows, chunk after chunk, with
-//     one candidate buffer whose threshold carries across chunks (the cheapest: fewest admissions);
+//     one candidate buffer whose threshold carries across chunks (the cheapest: fewest admissions),
+//     or at large K with none, the top-K cut from the row after the scan (cut_from_row);
 //   - rows < threads (decode) at small K: (row, part) pairs are scanned in parallel, a part being
 //     a run of whole chunks scanned like a row; the thread that finishes a row's last part appends
 //     its parts' survivors in part order and reduces the chunks' partials.
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "candidate_buffer.hpp"
+#include "candidate_filters.hpp"
 #include "hwy/targets.h"
 #include "logprobs/backend.hpp"
 #include "logprobs/openmp.hpp"
@@ -61,6 +64,14 @@ RowStats row_stats(std::span<const ChunkScan> chunks) {
   return stats;
 }
 
+// The evaluated token's slot (W - 1) and the rank of one output row.
+void write_last_slot(const RowTask& task, const RowSource& row, std::uint32_t k, const RowStats& stats,
+                     const LogprobsOutput& out) {
+  out.row_tokens(task.output_row)[k] = task.token;
+  out.row_values(task.output_row)[k] = canonical::output_value(row.at(task.token), stats.normalizer);
+  if (out.ranks) out.lp_ranks[task.output_row] = static_cast<std::uint32_t>(stats.rank);
+}
+
 // Writes one output row from the row's compacted buffer (<= K entries, token order).
 void write_row(const RaggedBatch& batch, const RowTask& task, const RowSource& row, std::uint32_t k,
                const RowStats& stats, const CandidateBuffer& top, const LogprobsOutput& out) {
@@ -76,9 +87,7 @@ void write_row(const RaggedBatch& batch, const RowTask& task, const RowSource& r
     tokens[slot] = static_cast<std::uint32_t>(batch.vocab);
     values[slot] = padding;
   }
-  tokens[k] = task.token;
-  values[k] = canonical::output_value(row.at(task.token), stats.normalizer);
-  if (out.ranks) out.lp_ranks[task.output_row] = static_cast<std::uint32_t>(stats.rank);
+  write_last_slot(task, row, k, stats, out);
 }
 
 // `cpu` dispatches to the best SIMD target at every call (so a test that forces a target with
@@ -160,6 +169,7 @@ class CpuBackend final : public Backend {
   struct RowScratch {
     CandidateBuffer buffer;
     std::vector<ChunkScan> scans, ignored;
+    std::vector<float> x;  // a row's x, where they are not its bytes (cut_from_row)
   };
   static RowScratch& thread_scratch(std::uint64_t chunks) {
     thread_local RowScratch scratch;
@@ -168,17 +178,56 @@ class CpuBackend final : public Backend {
     return scratch;
   }
 
+  // Large K: the scan admits nothing, and the top-K is cut from the row after it
+  // (CandidateBuffer::cut_of_row, write_top_slots). Through the buffer, most of the row was admitted
+  // (72k entries at 1 x 128256, K = 65535), compacted and copied out, each top entry stored three
+  // times and read back twice; cut, the row is read twice more (from cache) and each slot stored
+  // once. The cut's passes cost the same at any K, the buffer's grow with K: on the Xeon model 207
+  // (16 rows, 1 thread, cut over buffer in alternating runs) f32 rows gained at V / 4 (0.71x the
+  // time), went either way at V / 5 (0.67x, 1.13x) and lost from V / 6 (1.1-1.7x); rows that must
+  // first be widened or divided into x (16-bit, temperatures) broke even at V / 4 (bf16 1.01x) and
+  // gained at K = 65535 of V = 128256 (0.80x).
+  static bool cut_from_row(std::uint32_t k, const RowSource& row, std::uint64_t vocab) {
+    const std::uint64_t share = row.plain() ? 4 : 2;
+    return std::uint64_t{k} * share >= vocab && k < vocab && vocab >= 4 * CandidateBuffer::kBracketSample;
+  }
+
+  // The top slots cut from the row, and the last slot; false (nothing written) where the cut cannot
+  // be taken: a NaN in the row (the selection takes none; a finite normalizer says there is none,
+  // nor a +inf), a missed bracket, fewer than K candidates.
+  static bool write_cut_row(const RaggedBatch& batch, const RowTask& task, const RowSource& row, std::uint32_t k,
+                            const RowStats& stats, RowScratch& scratch, const LogprobsOutput& out) {
+    if (!std::isfinite(stats.normalizer)) return false;
+    const float* x = row.plain_row();
+    if (!row.plain()) {
+      scratch.x.resize(batch.vocab);
+      row.read(0, batch.vocab, scratch.x.data());
+      x = scratch.x.data();
+    }
+    CandidateBuffer::RowCut cut;
+    if (!scratch.buffer.cut_of_row(x, batch.vocab, k, &cut)) return false;
+    [[maybe_unused]] const std::size_t written =
+        cpu::write_top_slots(x, batch.vocab, cut.kth, cut.ties, stats.normalizer, out.row_values(task.output_row),
+                             out.row_tokens(task.output_row), k);
+    assert(written == k);  // kth is the K-th largest: K entries pass the cut
+    write_last_slot(task, row, k, stats, out);
+    return true;
+  }
+
   void whole_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k, const LogprobsOutput& out,
                  RowScratch& scratch) const {
     const RowSource row(batch, task);
     const float xs = out.ranks ? row.at(task.token) : 0.0f;
     CandidateBuffer& buffer = scratch.buffer;
-    buffer.reset(k);
+    const bool cut = cut_from_row(k, row, batch.vocab);
+    buffer.reset(cut ? 0 : k);
     const float speculative = buffer.speculative_threshold(row, batch.vocab);
     scan_chunks(row, batch.vocab, speculative, out.ranks, xs, buffer, 0, scratch.scans);
-    if (speculative > kNegInf && buffer.size() < k)
+    const RowStats stats = row_stats(scratch.scans);
+    if (cut && write_cut_row(batch, task, row, k, stats, scratch, out)) return;
+    if (cut || (speculative > kNegInf && buffer.size() < k))
       rescan_without_speculation(row, batch.vocab, k, buffer, scratch.ignored);
-    write_row(batch, task, row, k, row_stats(scratch.scans), buffer, out);
+    write_row(batch, task, row, k, stats, buffer, out);
   }
 
   void whole_rows(const RaggedBatch& batch, const std::vector<RowTask>& tasks, std::uint32_t k,

@@ -128,6 +128,49 @@ TEST(CpuCandidateBuffer, CompactionOfCandidatesThatShareAllButTheLastDigit) {
 // threshold t never starves the row of K entries, so such rows are never scanned twice (the
 // guard in speculative_threshold: a sorted row's sampled top is one cache line's). The hardest
 // peak lies midway between two sampled lines: its run starts at one line's last entry.
+// cut_of_row's kth and ties against a stable sort: the entries above kth and the first `ties`
+// equal to it are the K best under (value descending, token ascending). Random, tied (bf16-like:
+// the K-th value shared by hundreds), sorted and constant rows at K from V / 8 to V - 1; and the
+// rows it must refuse: fewer than K candidates.
+TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
+  std::mt19937 rng(89);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const std::size_t n = 20000;
+  for (int shape = 0; shape < 4; ++shape) {
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = normal(rng);
+      x[i] = shape == 0 ? v : shape == 1 ? std::round(v * 8.0f) / 8.0f : shape == 2 ? float(i) * 0.01f : 2.5f;
+    }
+    std::vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b]; });
+    for (const std::uint32_t k : {2500u, 4095u, 10000u, 16383u, 19999u}) {
+      const std::string where = "shape " + std::to_string(shape) + ", K " + std::to_string(k);
+      cpu::CandidateBuffer buffer;
+      buffer.reset(0);
+      cpu::CandidateBuffer::RowCut cut{};
+      ASSERT_TRUE(buffer.cut_of_row(x.data(), n, k, &cut)) << where;
+      EXPECT_EQ(cut.kth, x[order[k - 1]]) << where;
+      std::vector<std::uint32_t> kept;
+      for (std::size_t i = 0, ties = cut.ties; i < n; ++i) {
+        const bool tie = x[i] == cut.kth && ties > 0;
+        if (x[i] > cut.kth || tie) kept.push_back(std::uint32_t(i));
+        ties -= tie;
+      }
+      std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
+      std::sort(best.begin(), best.end());
+      EXPECT_EQ(kept, best) << where;
+    }
+  }
+  std::vector<float> masked(n, -INFINITY);
+  for (std::size_t i = 0; i < n; i += 3) masked[i] = normal(rng);
+  cpu::CandidateBuffer buffer;
+  cpu::CandidateBuffer::RowCut cut{};
+  EXPECT_FALSE(buffer.cut_of_row(masked.data(), n, 8000, &cut)) << "6667 candidates, K = 8000";
+  EXPECT_TRUE(buffer.cut_of_row(masked.data(), n, 6000, &cut)) << "6667 candidates, K = 6000";
+}
+
 TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
   using cpu::CandidateBuffer;
   for (const std::uint64_t vocab : {16384u, 32000u, 100003u, 128256u, 152064u}) {

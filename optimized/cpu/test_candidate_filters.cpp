@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -155,6 +157,62 @@ TEST_P(CandidateFiltersPerTarget, SplitAtPivotCopiesTheValuesAboveAndBelowItInOr
   expect_splits(edges, -0.0f);  // -0 and +0 are equal: neither side takes them
   expect_splits(edges, INFINITY);
   expect_splits(edges, -INFINITY);
+}
+
+// write_top_slots against a loop: the entries above kth and the first `ties` equal to it, as
+// (token, float(double(x) + normalizer)), at most `slots` of them, nothing written past the slots
+// (within them, past the count, it may write: whole vectors).
+void expect_writes_top_slots(const std::vector<float>& x, float kth, std::size_t ties, std::size_t slots) {
+  constexpr double kNormalizer = -11.123456789012345;
+  std::vector<float> values;
+  std::vector<std::uint32_t> tokens;
+  for (std::size_t i = 0, left = ties; i < x.size() && values.size() < slots; ++i) {
+    const bool tie = x[i] == kth && left > 0;
+    if (!(x[i] > kth || tie)) continue;
+    left -= tie;
+    values.push_back(float(double(x[i]) + kNormalizer));
+    tokens.push_back(static_cast<std::uint32_t>(i));
+  }
+  constexpr float kUntouched = 12345.0f;
+  std::vector<float> out_values(slots + 40, kUntouched);
+  std::vector<std::uint32_t> out_tokens(slots + 40, 0xFFFFFFFFu);
+  const std::size_t written =
+      write_top_slots(x.data(), x.size(), kth, ties, kNormalizer, out_values.data(), out_tokens.data(), slots);
+  const std::string where = "n " + std::to_string(x.size()) + ", kth " + std::to_string(kth) + ", ties " +
+                            std::to_string(ties) + ", slots " + std::to_string(slots);
+  ASSERT_EQ(written, values.size()) << where;
+  for (std::size_t i = slots; i < out_values.size(); ++i) {
+    ASSERT_EQ(out_values[i], kUntouched) << where << ": slot " << i << " written";
+    ASSERT_EQ(out_tokens[i], 0xFFFFFFFFu) << where << ": slot " << i << " written";
+  }
+  out_values.resize(written);
+  out_tokens.resize(written);
+  EXPECT_EQ(out_tokens, tokens) << where;
+  for (std::size_t i = 0; i < written; ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(out_values[i]), std::bit_cast<std::uint32_t>(values[i])) << where;
+}
+
+TEST_P(CandidateFiltersPerTarget, WriteTopSlotsWritesTheCutInOrderAndNoMore) {
+  std::mt19937 rng(83);
+  for (std::size_t n = 0; n <= 100; ++n) {
+    const std::vector<float> x = random_entries(n, rng).values;
+    for (const float kth : {-2.0f, 0.0f, 0.25f, 2.0f}) {
+      const std::size_t tied = std::size_t(std::count(x.begin(), x.end(), kth));
+      for (const std::size_t ties : {std::size_t{0}, tied / 3, tied}) {
+        const std::size_t passing =
+            ties + std::size_t(std::count_if(x.begin(), x.end(), [&](float v) { return v > kth; }));
+        // Room for all, the exact count (the caller's case), and less (the last vector cut short).
+        for (const std::size_t slots : {passing + 20, passing, passing / 2})
+          expect_writes_top_slots(x, kth, ties, slots);
+      }
+    }
+  }
+  // Values whose sums with the normalizer round differently in f32 and in double.
+  std::vector<float> fine(5000);
+  for (std::size_t i = 0; i < fine.size(); ++i) fine[i] = std::ldexp(1.0f + float(i) * 0x1p-20f, int(i % 40) - 20);
+  expect_writes_top_slots(fine, 0.01f, 0, 5000);
+  const std::vector<float> large = random_entries(70000, rng).values;
+  expect_writes_top_slots(large, 0.5f, std::size_t(std::count(large.begin(), large.end(), 0.5f)) / 2, 35000);
 }
 
 void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {

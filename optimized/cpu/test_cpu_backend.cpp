@@ -312,6 +312,32 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
   }
 }
 
+// Large K is cut from the row after a scan that admits nothing (cpu_backend.cpp's cut_from_row:
+// from K = V / 4 for f32 rows, V / 2 for the rest), and rows the cut cannot take (a NaN, +inf,
+// fewer than K candidates) go the buffer's way after all: every row kind, each dtype, with and
+// without temperatures and ranks, bit for bit against `canonical`; K on either side of each
+// dtype's share, and at V - 1.
+TEST_P(CpuBackendPerTarget, CutsLargeKFromTheRowWithTheCanonicalBits) {
+  std::mt19937_64 rng(57);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  for (const std::uint64_t vocab : {4096ull, 5000ull, 40000ull}) {
+    for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
+      BatchData batch = batch_of_mixed_kinds(5, vocab, rng);
+      if (dtype != LogitsDtype::f32) batch = with_dtype(batch, dtype);
+      for (const bool temperatures : {false, true}) {
+        if (temperatures) batch.temperatures = std::vector<float>{0.05f, 1.0f, 2.7f, 1.0f, 0.6f};
+        for (const int levels : {11, 12, 13, 14, 15}) {
+          const std::uint32_t k = top_k(levels);
+          if (k >= vocab) continue;
+          EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, temperatures),
+                                run_backend(canonical, batch, k, temperatures)))
+              << "V " << vocab << " K " << k << " dtype " << dtype_name(dtype) << " temperatures " << temperatures;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(CpuBackendPerTarget, BitwiseIdenticalWithAnyThreadCount) {
   ThreadCount restore;
   std::mt19937_64 rng(45);
