@@ -110,11 +110,16 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
 }
 
 // float(double(x) + normalizer) in each lane: exact widening, one double addition, one rounding
-// to f32 (vcvtpd2ps rounds to nearest like the scalar conversion), so canonical::output_value's bits.
+// to f32 (x86's vcvtpd2ps rounds to nearest and overflows to inf, as the scalar conversion does),
+// so canonical::output_value's bits. Highway 1.0.3's portable DemoteTo saturates at FLT_MAX where
+// a slot needs -inf (x near -FLT_MAX, n near -FLT_MAX), so the portable targets go lane by lane.
 template <class D>
 HWY_INLINE hn::Vec<D> OutputValues(D d, hn::Vec<D> x, double normalizer) {
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Set(d, float(double(hn::GetLane(x)) + normalizer));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(x, d, lanes);
+  for (float& v : lanes) v = float(double(v) + normalizer);
+  return hn::Load(d, lanes);
 #else
   const hn::Half<D> dh;
   const hn::Rebind<double, decltype(dh)> dd;

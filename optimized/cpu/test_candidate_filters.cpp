@@ -162,22 +162,22 @@ TEST_P(CandidateFiltersPerTarget, SplitAtPivotCopiesTheValuesAboveAndBelowItInOr
 // write_top_slots against a loop: the entries above kth and the first `ties` equal to it, as
 // (token, float(double(x) + normalizer)), at most `slots` of them, nothing written past the slots
 // (within them, past the count, it may write: whole vectors).
-void expect_writes_top_slots(const std::vector<float>& x, float kth, std::size_t ties, std::size_t slots) {
-  constexpr double kNormalizer = -11.123456789012345;
+void expect_writes_top_slots(const std::vector<float>& x, float kth, std::size_t ties, std::size_t slots,
+                             double normalizer = -11.123456789012345) {
   std::vector<float> values;
   std::vector<std::uint32_t> tokens;
   for (std::size_t i = 0, left = ties; i < x.size() && values.size() < slots; ++i) {
     const bool tie = x[i] == kth && left > 0;
     if (!(x[i] > kth || tie)) continue;
     left -= tie;
-    values.push_back(float(double(x[i]) + kNormalizer));
+    values.push_back(float(double(x[i]) + normalizer));
     tokens.push_back(static_cast<std::uint32_t>(i));
   }
   constexpr float kUntouched = 12345.0f;
   std::vector<float> out_values(slots + 40, kUntouched);
   std::vector<std::uint32_t> out_tokens(slots + 40, 0xFFFFFFFFu);
   const std::size_t written =
-      write_top_slots(x.data(), x.size(), kth, ties, kNormalizer, out_values.data(), out_tokens.data(), slots);
+      write_top_slots(x.data(), x.size(), kth, ties, normalizer, out_values.data(), out_tokens.data(), slots);
   const std::string where = "n " + std::to_string(x.size()) + ", kth " + std::to_string(kth) + ", ties " +
                             std::to_string(ties) + ", slots " + std::to_string(slots);
   ASSERT_EQ(written, values.size()) << where;
@@ -211,6 +211,10 @@ TEST_P(CandidateFiltersPerTarget, WriteTopSlotsWritesTheCutInOrderAndNoMore) {
   std::vector<float> fine(5000);
   for (std::size_t i = 0; i < fine.size(); ++i) fine[i] = std::ldexp(1.0f + float(i) * 0x1p-20f, int(i % 40) - 20);
   expect_writes_top_slots(fine, 0.01f, 0, 5000);
+  // Sums beyond f32's range, which round to -inf (a row spanning it: n near -FLT_MAX).
+  std::vector<float> wide(100);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = i % 3 == 0 ? -3.0e38f : i % 3 == 1 ? -1.0e38f : 1.0f;
+  expect_writes_top_slots(wide, -INFINITY, 0, 100, -3.2e38);
   const std::vector<float> large = random_entries(70000, rng).values;
   expect_writes_top_slots(large, 0.5f, std::size_t(std::count(large.begin(), large.end(), 0.5f)) / 2, 35000);
 }
