@@ -26,7 +26,10 @@
 
 namespace logprobs::cpu {
 
-class CandidateBuffer {
+// Aligned to a cache line: split_rows keeps one per part of a row in one array, written by
+// different threads, and two of them sharing a line made each admission wait on the other core
+// (1 x 128256, 2 threads: a part's scan at K = 255 took 44 us where it now takes 21).
+class alignas(64) CandidateBuffer {
  public:
   // Room past capacity() for one block of admissions: the kernel admits at most one block
   // (kBlockVectors vectors of at most 16 floats) before it compacts.

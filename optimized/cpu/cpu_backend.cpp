@@ -161,8 +161,8 @@ class CpuBackend final : public Backend {
   }
 
   // A row's buffer and its chunks' statistics, reused from row to row and from call to call by
-  // one thread. Made per call, a decode step at large K paid for fresh memory: at K = 65535 the
-  // buffer is about 1 MB, which glibc maps anew for each call whenever it is above malloc's
+  // one thread (and by split_rows for its samples and merges). Made per call, a decode step at large K paid for fresh
+  // memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew for each call whenever it is above malloc's
   // (moving) mmap threshold, and its pages were then faulted in and zeroed every time (1 x 128256,
   // 1 thread: a quarter of perf's samples in page faults and memset, 0.76-0.79 ms a call; kept,
   // 0.23 ms). Kept, it holds that memory per thread until the thread exits.
@@ -268,13 +268,11 @@ class CpuBackend final : public Backend {
     for (const RowTask& task : tasks) rows.emplace_back(batch, task);
     // The row samples are few and cheap (fewer rows than threads), so take them serially.
     std::vector<float> speculative(tasks.size()), xs(tasks.size());
-    {
-      CandidateBuffer buffer;
-      for (std::size_t t = 0; t < tasks.size(); ++t) {
-        buffer.reset(k);
-        speculative[t] = buffer.speculative_threshold(rows[t], batch.vocab);
-        xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
-      }
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+      CandidateBuffer& buffer = thread_scratch(chunks).buffer;
+      buffer.reset(k);
+      speculative[t] = buffer.speculative_threshold(rows[t], batch.vocab);
+      xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
     }
     // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans.
     std::vector<CandidateBuffer> survivors(tasks.size() * parts);
@@ -286,8 +284,7 @@ class CpuBackend final : public Backend {
     for (auto& left : parts_left) left.store(parts, std::memory_order_relaxed);
 #pragma omp parallel
     {
-      CandidateBuffer merged;
-      std::vector<ChunkScan> ignored(chunks);
+      RowScratch& scratch = thread_scratch(chunks);
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t item = 0; item < survivors.size(); ++item) {
         const std::size_t t = item / parts, p = item % parts;
@@ -299,6 +296,7 @@ class CpuBackend final : public Backend {
         // acq_rel: the merging thread sees every other part's result.
         if (parts_left[t].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
 
+        CandidateBuffer& merged = scratch.buffer;
         merged.reset(k);
         for (std::uint64_t q = 0; q < parts; ++q) {
           const CandidateBuffer& part = survivors[t * parts + q];
@@ -306,7 +304,7 @@ class CpuBackend final : public Backend {
         }
         merged.compact();
         if (speculative[t] > kNegInf && merged.size() < k)
-          rescan_without_speculation(rows[t], batch.vocab, k, merged, ignored);
+          rescan_without_speculation(rows[t], batch.vocab, k, merged, scratch.ignored);
         const std::span<const ChunkScan> row_scans(scans.data() + t * chunks, chunks);
         write_row(batch, tasks[t], rows[t], k, row_stats(row_scans), merged, out);
       }
