@@ -131,7 +131,7 @@ class alignas(64) CandidateBuffer {
   std::vector<float> values_;
   std::vector<std::uint32_t> tokens_;
   std::vector<float> scratch_;       // the seed's or the speculation's sample
-  std::vector<float> small_;         // selection workspace (heap, the partition's last step)
+  std::vector<float> small_;         // selection workspace (the partition's last step)
   std::vector<float> parts_[3];      // the partition's rounds: the live values and the two sides
   std::vector<std::uint32_t> keys_;  // selection workspace (radix)
   std::vector<float> sample_;        // selection workspace (a bracket's sample, and the values in it)

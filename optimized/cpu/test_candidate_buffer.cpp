@@ -44,9 +44,9 @@ void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::u
 }
 
 // Random values, heavy ties, sorted either way and all equal, at K where the selection takes
-// each of its paths: heap (K <= n / 32), quickselect (n < 4096), and a sample's bracket finished
-// by quickselect (K = 4095: about 1.1k in it; K = 65535: about 17k). Radix selection, where the
-// bracket misses, is the next test's.
+// each of its paths: quickselect (n < 4096; nth_element once 16 or fewer are left), and a sample's
+// bracket finished by quickselect (K = 4095: about 1.1k in it; K = 65535: about 17k). Radix
+// selection, where the bracket misses, is the next test's.
 TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
   std::mt19937_64 rng(59);
   std::normal_distribution<float> normal(0.0f, 2.0f);
