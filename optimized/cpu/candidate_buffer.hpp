@@ -106,8 +106,8 @@ class alignas(64) CandidateBuffer {
   float speculative_threshold(const RowSource& row, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
-  // Large K, where most of a row would be admitted (K >= V / 8): the top-K of a whole row x[0, n)
-  // without a buffer. They are the entries above `kth` and the first `ties` of those equal to it,
+  // Large K, where much of a row would be admitted (cpu_backend.cpp's cut_from_row): the top-K of
+  // a whole row x[0, n) without a buffer. They are the entries above `kth` and the first `ties` of those equal to it,
   // in token order (the total order's tie-break): kth is the k-th largest, `ties` = k - how many
   // are above it. Found by selection in the bracket of a sample of x (below), so at the cost of
   // a pass over the row and a selection among the few in the bracket. x holds no NaN, and

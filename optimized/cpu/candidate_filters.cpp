@@ -1,7 +1,7 @@
 // The filters of candidate_filters.hpp, compiled once per Highway target by foreach_target.h.
-// In place (all but the bracket, the split and the slots): the vector at i is loaded before anything is
-// stored at kept <= i, and a store at kept writes at most up to i + N, the vector just loaded, so
-// no entry is overwritten unread.
+// In place (all but the bracket, the split and the slots): the vector at i is loaded before
+// anything is stored at kept <= i, and a store at kept writes at most up to i + N, the vector just
+// loaded, so no entry is overwritten unread.
 // clang-format off: foreach_target.h must come first, right after HWY_TARGET_INCLUDE.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "candidate_filters.cpp"

@@ -161,11 +161,12 @@ class CpuBackend final : public Backend {
   }
 
   // A row's buffer and its chunks' statistics, reused from row to row and from call to call by
-  // one thread (and by split_rows for its samples and merges). Made per call, a decode step at large K paid for fresh
-  // memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew for each call whenever it is above malloc's
-  // (moving) mmap threshold, and its pages were then faulted in and zeroed every time (1 x 128256,
-  // 1 thread: a quarter of perf's samples in page faults and memset, 0.76-0.79 ms a call; kept,
-  // 0.23 ms). Kept, it holds that memory per thread until the thread exits.
+  // one thread (and by split_rows for its samples and merges). Made per call, a decode step at
+  // large K paid for fresh memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew
+  // for each call whenever it is above malloc's (moving) mmap threshold, and its pages were then
+  // faulted in and zeroed every time (1 x 128256, 1 thread: a quarter of perf's samples in page
+  // faults and memset, 0.76-0.79 ms a call; kept, 0.23 ms). Kept, it holds that memory per thread
+  // until the thread exits.
   struct RowScratch {
     CandidateBuffer buffer;
     std::vector<ChunkScan> scans, ignored;
@@ -268,10 +269,10 @@ class CpuBackend final : public Backend {
     for (const RowTask& task : tasks) rows.emplace_back(batch, task);
     // The row samples are few and cheap (fewer rows than threads), so take them serially.
     std::vector<float> speculative(tasks.size()), xs(tasks.size());
+    CandidateBuffer& sampler = thread_scratch(chunks).buffer;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
-      CandidateBuffer& buffer = thread_scratch(chunks).buffer;
-      buffer.reset(k);
-      speculative[t] = buffer.speculative_threshold(rows[t], batch.vocab);
+      sampler.reset(k);
+      speculative[t] = sampler.speculative_threshold(rows[t], batch.vocab);
       xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
     }
     // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans.
