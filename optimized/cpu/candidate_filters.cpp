@@ -171,10 +171,13 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
       // The slots' lines asked for ahead, for writing: a batch's output (64 rows of 65536 slots,
       // 32 MiB) is beyond the caches, and each line's first store otherwise waited on reading it
       // in (64 rows' slots at K = 65535 from a row of 128256, best of 30 calls: 71-82 us a row
-      // unasked; 52-56 at 2 KiB ahead, 56-57 at 512 bytes, 57-67 at 4 KiB). A hint: past the
-      // slots it touches nothing.
-      __builtin_prefetch(values + written + 512, 1);
-      __builtin_prefetch(tokens + written + 512, 1);
+      // unasked; 52-56 at 2 KiB ahead, 56-57 at 512 bytes, 57-67 at 4 KiB). Only within the
+      // slots: past them lie the next row's, which another thread may be writing.
+      constexpr std::size_t kAhead = 512;
+      if (written + kAhead < slots) {
+        __builtin_prefetch(values + written + kAhead, 1);
+        __builtin_prefetch(tokens + written + kAhead, 1);
+      }
       written += CompressPair(d, v, token, pass, values + written, tokens + written);
       continue;
     }
