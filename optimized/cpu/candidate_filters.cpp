@@ -14,6 +14,7 @@
 #include "candidate_filters.hpp"
 #include "compress_admit-inl.h"
 #include "hwy/highway.h"
+#include "logprobs/canonical_arithmetic.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace logprobs::cpu {
@@ -109,11 +110,12 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
   return counts;
 }
 
-// values[i] = float(double(values[i]) + normalizer) for i < n, in place: exact widening, one
-// double addition, one rounding to f32 (x86's vcvtpd2ps rounds to nearest and overflows to inf,
-// as the scalar conversion does), so canonical::output_value's bits. Half a vector at a time, the
-// halves loaded and stored as such: no lane crosses a half. Highway 1.0.3's portable DemoteTo
-// saturates at FLT_MAX where a slot needs -inf (x and n near -FLT_MAX): lane by lane there.
+// values[i] = canonical::output_value(values[i], normalizer) for i < n, in place, at a finite
+// normalizer: float(double(x) + normalizer), exact widening, one double addition, one rounding to
+// f32 (x86's vcvtpd2ps rounds to nearest and overflows to inf, as the scalar conversion does).
+// Half a vector at a time, the halves loaded and stored as such: no lane crosses a half. Highway
+// 1.0.3's portable DemoteTo saturates at FLT_MAX where a slot needs -inf (x and n near -FLT_MAX):
+// the definition lane by lane there.
 void ToOutputValues(float* HWY_RESTRICT values, std::size_t n, double normalizer) {
   std::size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
@@ -124,7 +126,7 @@ void ToOutputValues(float* HWY_RESTRICT values, std::size_t n, double normalizer
   for (; i + lanes <= n; i += lanes)
     hn::StoreU(hn::DemoteTo(dh, hn::Add(hn::PromoteTo(dd, hn::LoadU(dh, values + i)), n_v)), dh, values + i);
 #endif
-  for (; i < n; ++i) values[i] = float(double(values[i]) + normalizer);
+  for (; i < n; ++i) values[i] = canonical::output_value(values[i], normalizer);
 }
 
 // The lanes of `tied` that are among the first *ties of them in lane order; *ties loses them.
