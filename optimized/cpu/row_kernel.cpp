@@ -302,9 +302,7 @@ class ChunkScanner {
 
 template <LogitsDtype kDtype>
 ChunkScan ScanChunkOf(const ChunkInput& in, CandidateBuffer& buffer) {
-  // x / 1 is x for every x but a signaling NaN, which divides to a quiet one (and either way
-  // makes the row NaN, SPEC §3): T = 1, a common request, skips the division.
-  if (in.row->temperature && *in.row->temperature != 1.0f) return ChunkScanner<kDtype, true>(in, buffer).run();
+  if (in.row->temperature) return ChunkScanner<kDtype, true>(in, buffer).run();
   return ChunkScanner<kDtype, false>(in, buffer).run();
 }
 

@@ -22,8 +22,13 @@ struct RowSource {
 
   // A plain f32 row.
   explicit RowSource(const float* f32_row) : row(reinterpret_cast<const std::byte*>(f32_row)) {}
+  // T = 1, a common request, is no temperature: x / 1 is x for every x but a signaling NaN, which
+  // divides to a quiet one, and a NaN makes the row's normalizer and every output value the one
+  // quiet NaN and is never a candidate (SPEC §3), so no output bit depends on which NaN it is. So
+  // an f32 row at T = 1 is plain: read in place, and cut from the row from K >= V / 4.
   RowSource(const RaggedBatch& batch, const RowTask& task) : row(batch.row_bytes(task.logit_row)), dtype(batch.dtype) {
-    if (batch.has_temperatures()) temperature = (*batch.temperatures)[task.batch_item];
+    if (batch.has_temperatures() && (*batch.temperatures)[task.batch_item] != 1.0f)
+      temperature = (*batch.temperatures)[task.batch_item];
   }
 
   // The entries needing no transform (f32 without a temperature) are read in place.
