@@ -184,6 +184,13 @@ bool CandidateBuffer::cut_of_row(const float* x, std::size_t n, std::uint32_t k,
   return true;
 }
 
+void CandidateBuffer::append(const float* values, const std::uint32_t* tokens, std::size_t n) {
+  if (count_ + n > capacity_) compact();  // then count_ + n <= 2K < capacity_ (n <= K)
+  std::copy_n(values, n, values_.data() + count_);
+  std::copy_n(tokens, n, tokens_.data() + count_);
+  count_ += n;
+}
+
 void CandidateBuffer::compact() {
   if (count_ <= k_) return;
   // Entries are never NaN (admission is x > threshold), so the order keys are a total order.

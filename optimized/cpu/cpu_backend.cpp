@@ -301,7 +301,7 @@ class CpuBackend final : public Backend {
         merged.reset(k);
         for (std::uint64_t q = 0; q < parts; ++q) {
           const CandidateBuffer& part = survivors[t * parts + q];
-          for (std::size_t i = 0; i < part.size(); ++i) merged.admit(part.values()[i], part.tokens()[i]);
+          merged.append(part.values(), part.tokens(), part.size());
         }
         merged.compact();
         if (speculative[t] > kNegInf && merged.size() < k)

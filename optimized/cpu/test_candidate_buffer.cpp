@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,16 +23,11 @@
 namespace logprobs {
 namespace {
 
-// Admits `values` (as tokens 0, 1, ...) to a buffer of K and compacts: the buffer must keep
-// exactly the K best under (value descending, token ascending), in token order, and raise the
-// threshold to the K-th best value.
-void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::uint32_t k, const std::string& where) {
+// `buffer` must hold exactly the K best of `values` (as tokens 0, 1, ...) under (value
+// descending, token ascending), in token order, with its threshold at the K-th best value.
+void expect_the_k_best(const std::vector<float>& values, std::uint32_t k, const cpu::CandidateBuffer& buffer,
+                       const std::string& where) {
   const std::size_t n = values.size();
-  cpu::CandidateBuffer buffer;
-  buffer.reset(k);
-  for (std::size_t i = 0; i < n; ++i) buffer.admit(values[i], std::uint32_t(i));
-  buffer.compact();
-
   std::vector<std::uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return values[a] > values[b]; });
@@ -43,26 +39,67 @@ void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::u
   EXPECT_EQ(buffer.threshold(), values[order[k - 1]]) << where;
 }
 
+// Admits `values` to a buffer of K and compacts.
+void expect_compaction_keeps_the_k_best(const std::vector<float>& values, std::uint32_t k, const std::string& where) {
+  cpu::CandidateBuffer buffer;
+  buffer.reset(k);
+  for (std::size_t i = 0; i < values.size(); ++i) buffer.admit(values[i], std::uint32_t(i));
+  buffer.compact();
+  expect_the_k_best(values, k, buffer, where);
+}
+
+std::vector<float> values_of_shape(std::string_view shape, std::size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    values[i] = shape == "random"       ? normal(rng)
+                : shape == "ties"       ? float(int(normal(rng)))
+                : shape == "ascending"  ? float(i)
+                : shape == "descending" ? -float(i)
+                                        : 1.0f;
+  }
+  return values;
+}
+
 // Random values, heavy ties, sorted either way and all equal, at K where the selection takes
 // each of its paths: quickselect (n < 4096; nth_element once 16 or fewer are left), and a sample's
 // bracket finished by quickselect (K = 4095: about 1.1k in it; K = 65535: about 17k). Radix
 // selection, where the bracket misses, is the next test's.
 TEST(CpuCandidateBuffer, CompactionKeepsTheKBestInTokenOrder) {
   std::mt19937_64 rng(59);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
   for (const std::uint32_t k : {1u, 3u, 255u, 1100u, 4095u, 65535u}) {
     for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
-      const std::size_t n = 2 * std::size_t{k} + 65;  // one past capacity: admit() compacts once
-      std::vector<float> values(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::string_view s = shape;
-        values[i] = s == "random"       ? normal(rng)
-                    : s == "ties"       ? float(int(normal(rng)))
-                    : s == "ascending"  ? float(i)
-                    : s == "descending" ? -float(i)
-                                        : 1.0f;
-      }
+      // one past capacity: admit() compacts once
+      const std::vector<float> values = values_of_shape(shape, 2 * std::size_t{k} + 65, rng);
       expect_compaction_keeps_the_k_best(values, k, std::string(shape) + " K " + std::to_string(k));
+    }
+  }
+}
+
+// A split row's merge (cpu_backend.cpp's split_rows): each part's survivors, its own K best,
+// appended in part order to a buffer reset for the merge, which then compacts. From three parts
+// on, append() compacts before a part that would not fit and keeps that part's entries at or
+// below the threshold, which the next compaction must drop (descending rows: every later part).
+TEST(CpuCandidateBuffer, AppendedPartsMergeToTheKBest) {
+  std::mt19937_64 rng(67);
+  for (const std::uint32_t k : {1u, 20u, 255u, 1023u}) {
+    for (const std::size_t parts : {2u, 3u, 5u}) {
+      for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
+        const std::vector<float> values = values_of_shape(shape, parts * (2 * std::size_t{k} + 7), rng);
+        std::vector<cpu::CandidateBuffer> survivors(parts);
+        cpu::CandidateBuffer merged;
+        merged.reset(k);
+        for (std::size_t p = 0; p < parts; ++p) {
+          survivors[p].reset(k);
+          for (std::size_t i = p * values.size() / parts; i < (p + 1) * values.size() / parts; ++i)
+            survivors[p].admit(values[i], std::uint32_t(i));
+          survivors[p].compact();
+          merged.append(survivors[p].values(), survivors[p].tokens(), survivors[p].size());
+        }
+        merged.compact();
+        expect_the_k_best(values, k, merged,
+                          std::string(shape) + " K " + std::to_string(k) + ", " + std::to_string(parts) + " parts");
+      }
     }
   }
 }
