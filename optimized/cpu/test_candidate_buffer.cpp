@@ -86,15 +86,14 @@ TEST(CpuCandidateBuffer, AppendedPartsMergeToTheKBest) {
     for (const std::size_t parts : {2u, 3u, 5u}) {
       for (const char* shape : {"random", "ties", "ascending", "descending", "equal"}) {
         const std::vector<float> values = values_of_shape(shape, parts * (2 * std::size_t{k} + 7), rng);
-        std::vector<cpu::CandidateBuffer> survivors(parts);
-        cpu::CandidateBuffer merged;
+        cpu::CandidateBuffer part, merged;
         merged.reset(k);
         for (std::size_t p = 0; p < parts; ++p) {
-          survivors[p].reset(k);
+          part.reset(k);
           for (std::size_t i = p * values.size() / parts; i < (p + 1) * values.size() / parts; ++i)
-            survivors[p].admit(values[i], std::uint32_t(i));
-          survivors[p].compact();
-          merged.append(survivors[p].values(), survivors[p].tokens(), survivors[p].size());
+            part.admit(values[i], std::uint32_t(i));
+          part.compact();
+          merged.append(part.values(), part.tokens(), part.size());
         }
         merged.compact();
         expect_the_k_best(values, k, merged,
