@@ -114,6 +114,13 @@ class alignas(64) CandidateBuffer {
   static constexpr std::uint64_t kSampleRun = 16;
   static constexpr std::uint64_t kSampleStride = 1024;
   float speculative_threshold(const RowSource& row, std::uint64_t vocab);
+  // Its sample and ranks at this K: t = min(the l-th largest of the `lines` sampled lines'
+  // maxima, the j-th largest sampled candidate), lines runs of kSampleRun every kSampleStride from
+  // entry 0; no lines where there is no speculation.
+  struct SamplePlan {
+    std::uint64_t lines = 0, j = 0, l = 0;
+  };
+  SamplePlan sample_plan(std::uint64_t vocab) const;
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
   // Large K, where much of a row would be admitted (cpu_backend.cpp's cut_from_row): the top-K of

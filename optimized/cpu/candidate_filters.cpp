@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "candidate_filters.hpp"
 #include "compress_admit-inl.h"
@@ -203,6 +204,27 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
   return written;
 }
 
+std::size_t SampleLines(const float* x, std::size_t stride, std::size_t run, std::size_t lines, float* out,
+                        float* line_max) {
+  const hn::CappedTag<float, 16> d;  // run is a multiple of 16
+  const std::size_t lanes = hn::Lanes(d);
+  const auto none = hn::Set(d, -std::numeric_limits<float>::infinity());
+  std::size_t kept = 0;
+  for (std::size_t line = 0; line < lines; ++line) {
+    if (line + 8 < lines) __builtin_prefetch(x + (line + 8) * stride);
+    const float* begin = x + line * stride;
+    auto max = none;
+    for (std::size_t e = 0; e < run; e += lanes) {
+      const auto v = hn::LoadU(d, begin + e);
+      const auto candidate = hn::Gt(v, none);  // false for NaN
+      max = hn::Max(max, hn::IfThenElse(candidate, v, none));
+      kept += CompressLanes(d, v, candidate, out + kept);
+    }
+    line_max[line] = hn::GetLane(hn::MaxOfLanes(d, max));
+  }
+  return kept;
+}
+
 void ToOrderKeys(const float* values, std::size_t n, std::uint32_t* keys) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -249,6 +271,7 @@ HWY_EXPORT(LastTiesStart);
 HWY_EXPORT(KeepBetween);
 HWY_EXPORT(SplitAtPivot);
 HWY_EXPORT(WriteTopSlots);
+HWY_EXPORT(SampleLines);
 HWY_EXPORT(ToOrderKeys);
 HWY_EXPORT(KeepDigit);
 
@@ -276,6 +299,11 @@ SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, floa
 std::size_t write_top_slots(const float* x, std::size_t n, float kth, std::size_t ties, double normalizer,
                             float* values, std::uint32_t* tokens, std::size_t slots) {
   return HWY_DYNAMIC_DISPATCH(WriteTopSlots)(x, n, kth, ties, normalizer, values, tokens, slots);
+}
+
+std::size_t sample_lines(const float* x, std::size_t stride, std::size_t run, std::size_t lines, float* out,
+                         float* line_max) {
+  return HWY_DYNAMIC_DISPATCH(SampleLines)(x, stride, run, lines, out, line_max);
 }
 
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys) {

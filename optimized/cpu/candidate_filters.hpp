@@ -50,6 +50,15 @@ SplitCounts split_at_pivot(const float* values, std::size_t n, float pivot, floa
 std::size_t write_top_slots(const float* x, std::size_t n, float kth, std::size_t ties, double normalizer,
                             float* values, std::uint32_t* tokens, std::size_t slots);
 
+// The speculation's sample (CandidateBuffer::speculative_threshold): of each of `lines` runs of
+// `run` entries, x[line * stride, line * stride + run), copies the candidates (those neither -inf
+// nor NaN) to out, in order, and writes their largest to line_max[line] (-inf where there is
+// none); returns how many it copied. run is a multiple of 16; out holds lines * run values and
+// one vector more, and is either x itself with stride == run (in place) or apart from it. Asks
+// for the run 8 lines ahead: sampled lines lie out of the hardware prefetchers' reach.
+std::size_t sample_lines(const float* x, std::size_t stride, std::size_t run, std::size_t lines, float* out,
+                         float* line_max);
+
 // keys[i] = order_key(values[i]) for i < n; no value is NaN.
 void to_order_keys(const float* values, std::size_t n, std::uint32_t* keys);
 

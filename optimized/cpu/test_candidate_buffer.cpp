@@ -231,6 +231,81 @@ TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
   }
 }
 
+// speculative_threshold against its definition (sample_plan): the float just below min(the l-th
+// largest line maximum, the j-th largest sampled candidate), read by at(), or -inf where fewer
+// than j candidates were sampled. A wrong threshold changes no output (the kernel rescans a row it
+// starves, and a low one only admits more), so this is what says it is wrong. Random rows with
+// holes (-inf, NaN), as f32, bf16 and f16 and with a temperature; rows whose lines each hold one
+// large entry; constant rows (every entry tied); rows of few candidates, j of them sampled or
+// j - 1.
+TEST(CpuSpeculation, ThresholdIsTheSamplesRanks) {
+  using cpu::CandidateBuffer;
+  std::mt19937 rng(101);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> kind(0, 19);
+  for (const std::uint64_t vocab : {32000u, 128256u, 262144u}) {
+    std::vector<float> random(vocab), spiky(vocab), constant(vocab, 1.5f), sparse(vocab, -INFINITY);
+    for (float& v : random) {
+      const int k = kind(rng);
+      v = k == 0 ? -INFINITY : k == 1 ? NAN : normal(rng);
+    }
+    // One entry of each line far above the rest: the j-th largest entry is the j-th line maximum.
+    for (std::uint64_t i = 0; i < vocab; ++i) spiky[i] = i % 16 == 3 ? normal(rng) + 100.0f : normal(rng);
+    for (std::uint64_t i = 0; i < vocab; i += 4099) sparse[i] = normal(rng);
+    for (const std::uint32_t k : {255u, 1023u, 4095u, 8000u}) {
+      CandidateBuffer buffer;
+      buffer.reset(k);
+      const CandidateBuffer::SamplePlan plan = buffer.sample_plan(vocab);
+      if (plan.lines == 0) {  // K near V (32000 / 8000): no speculation
+        EXPECT_EQ(buffer.speculative_threshold(cpu::RowSource(random.data()), vocab), -INFINITY) << "K " << k;
+        continue;
+      }
+      // Exactly j sampled candidates (the least of which is t), and one fewer (no speculation).
+      std::vector<float> j_sampled(vocab, -INFINITY), fewer(vocab, -INFINITY);
+      const std::uint64_t sampled = plan.lines * CandidateBuffer::kSampleRun;
+      for (std::uint64_t t = 0; t < plan.j; ++t) {  // the (t * sampled / j)-th sampled entry
+        const std::uint64_t s = t * (sampled / plan.j);
+        const std::uint64_t at =
+            s / CandidateBuffer::kSampleRun * CandidateBuffer::kSampleStride + s % CandidateBuffer::kSampleRun;
+        j_sampled[at] = normal(rng);
+        if (t > 0) fewer[at] = normal(rng);
+      }
+      for (const auto& [shape, x] :
+           {std::pair{"random", &random}, std::pair{"spiky", &spiky}, std::pair{"constant", &constant},
+            std::pair{"sparse", &sparse}, std::pair{"j sampled", &j_sampled}, std::pair{"j - 1 sampled", &fewer}}) {
+        for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
+          for (const std::optional<float> temperature : {std::optional<float>{}, std::optional<float>{0.7f}}) {
+            // The 16-bit rows are the f32 row's bits read as half-words: other values, as random.
+            cpu::RowSource row(x->data());
+            row.dtype = dtype;
+            row.temperature = temperature;
+            std::vector<float> candidates, line_max;
+            for (std::uint64_t line = 0; line < plan.lines; ++line) {
+              float max = -INFINITY;
+              for (std::uint64_t e = 0; e < CandidateBuffer::kSampleRun; ++e) {
+                const float v = row.at(line * CandidateBuffer::kSampleStride + e);
+                if (!(v > -INFINITY)) continue;
+                candidates.push_back(v);
+                max = std::max(max, v);
+              }
+              line_max.push_back(max);
+            }
+            float expected = -INFINITY;
+            if (candidates.size() >= plan.j) {
+              std::sort(candidates.begin(), candidates.end(), std::greater<float>());
+              std::sort(line_max.begin(), line_max.end(), std::greater<float>());
+              expected = std::nextafter(std::min(line_max[plan.l - 1], candidates[plan.j - 1]), -INFINITY);
+            }
+            EXPECT_EQ(buffer.speculative_threshold(row, vocab), expected)
+                << shape << " " << dtype_name(dtype) << (temperature ? " with" : " without") << " a temperature, V "
+                << vocab << " K " << k << " (j " << plan.j << ", l " << plan.l << ")";
+          }
+        }
+      }
+    }
+  }
+}
+
 // RowSource::read (the speculation sample's loops per dtype) gives at()'s x bit for bit, for every
 // entry of the range: f32, bf16 and f16 (every 16-bit pattern: subnormals, infinities, NaNs), with
 // and without a temperature, from an offset into the row. Its output starts as a pattern no read

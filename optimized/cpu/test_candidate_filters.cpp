@@ -219,6 +219,66 @@ TEST_P(CandidateFiltersPerTarget, WriteTopSlotsWritesTheCutInOrderAndNoMore) {
   expect_writes_top_slots(large, 0.5f, std::size_t(std::count(large.begin(), large.end(), 0.5f)) / 2, 35000);
 }
 
+// sample_lines against a loop over the lines: each line's candidates (neither -inf nor NaN) in
+// order, and its largest one (-inf where it has none), bits compared (so -0 and +0 differ). Lines
+// a stride apart in a row, and in place (stride == run, out == x), as the speculation reads them.
+void expect_samples_lines(const std::vector<float>& x, std::size_t stride, std::size_t run, std::size_t lines) {
+  const std::string where =
+      "stride " + std::to_string(stride) + ", run " + std::to_string(run) + ", lines " + std::to_string(lines);
+  std::vector<float> expected, expected_max;
+  for (std::size_t line = 0; line < lines; ++line) {
+    float max = -INFINITY;
+    for (std::size_t e = 0; e < run; ++e) {
+      const float v = x[line * stride + e];
+      if (!(v > -INFINITY)) continue;
+      expected.push_back(v);
+      max = std::max(max, v);
+    }
+    expected_max.push_back(max);
+  }
+  std::vector<float> in_place = x;
+  std::vector<float> out(lines * run + 16), line_max(lines, 7.0f);
+  const bool apart = stride != run;
+  float* const into = apart ? out.data() : in_place.data();
+  const std::size_t kept = sample_lines(apart ? x.data() : in_place.data(), stride, run, lines, into, line_max.data());
+  ASSERT_EQ(kept, expected.size()) << where;
+  for (std::size_t i = 0; i < kept; ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(into[i]), std::bit_cast<std::uint32_t>(expected[i])) << where << ", i " << i;
+  for (std::size_t line = 0; line < lines; ++line) {
+    // A line's maximum may be either zero where both are its largest: the lanes' order decides.
+    if (expected_max[line] == 0.0f) {
+      EXPECT_EQ(line_max[line], 0.0f) << where << ", line " << line;
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(line_max[line]), std::bit_cast<std::uint32_t>(expected_max[line]))
+        << where << ", line " << line;
+  }
+}
+
+TEST_P(CandidateFiltersPerTarget, SampleLinesCopiesEachLinesCandidatesAndItsMaximum) {
+  std::mt19937 rng(97);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> kind(0, 9);
+  std::vector<float> x(40 * 1024 + 32);
+  for (float& v : x) {
+    const int k = kind(rng);  // mostly values, some -inf, NaN, +inf and signed zeros
+    v = k == 0                         ? -INFINITY
+        : k == 1                       ? NAN
+        : k == 2                       ? -0.0f
+        : k == 3                       ? 0.0f
+        : k == 4 && normal(rng) > 4.0f ? INFINITY
+                                       : normal(rng);
+  }
+  for (std::size_t lines = 0; lines <= 40; ++lines) {
+    expect_samples_lines(x, 1024, 16, lines);
+    expect_samples_lines(x, 16, 16, lines);
+    expect_samples_lines(x, 1000, 32, lines);
+  }
+  const std::vector<float> empty(20 * 16, -INFINITY), nans(20 * 16, NAN);
+  expect_samples_lines(empty, 16, 16, 20);
+  expect_samples_lines(nans, 16, 16, 20);
+}
+
 void expect_keeps_digit(std::vector<std::uint32_t> keys, int shift, std::uint32_t mask, std::uint32_t digit) {
   std::vector<std::uint32_t> expected;
   std::copy_if(keys.begin(), keys.end(), std::back_inserter(expected),
