@@ -1,10 +1,11 @@
 // The candidate buffer's steps that at large K touch every admitted entry: keeping the entries at
 // or above a value (a compaction) or above it (its tie-break), copying those between two values
 // (a selection's bracket), splitting them at a pivot (a round of quickselect), the radix keys of
-// the entries, and keeping the keys of one digit (a round of radix selection). The filters keep
-// order, and but for the bracket and the split work in place. SIMD, dispatched to the best
-// Highway target at run time: a vector compress per 16 entries on AVX-512, where the scalar loop
-// (a store and a dependent count per entry) took 4.6x as long (71.8k entries, Zen 4).
+// the entries, and keeping the keys of one digit (a round of radix selection); and the
+// speculation's sample of a row. The filters keep order, and but for the bracket and the split
+// work in place. SIMD, dispatched to the best Highway target at run time: a vector compress per
+// 16 entries on AVX-512, where the scalar loop (a store and a dependent count per entry) took
+// 4.6x as long (71.8k entries, Zen 4).
 #pragma once
 
 #include <cstddef>
