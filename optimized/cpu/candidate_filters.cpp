@@ -164,6 +164,9 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
   const std::size_t lanes = hn::Lanes(d);
   const auto kth_v = hn::Set(d, kth);
   std::size_t written = 0, i = 0;
+  // An ascending row's top K is its second half: the vectors before the first that holds an entry
+  // at or above kth write nothing, and need no compress (a random row's first vector holds one).
+  while (i + lanes <= n && hn::AllFalse(d, hn::Ge(hn::LoadU(d, x + i), kth_v))) i += lanes;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
     auto pass = hn::Gt(v, kth_v);
@@ -192,6 +195,7 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
     std::memcpy(values + written, last_values, take * sizeof(float));
     std::memcpy(tokens + written, last_tokens, take * sizeof(std::uint32_t));
     written += take;
+    if (written == slots) break;  // a descending row's top K is its first half: the rest is below
   }
   for (; i < n && written < slots; ++i) {
     const bool tie = x[i] == kth && ties > 0;

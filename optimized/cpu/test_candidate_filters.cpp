@@ -217,6 +217,23 @@ TEST_P(CandidateFiltersPerTarget, WriteTopSlotsWritesTheCutInOrderAndNoMore) {
   expect_writes_top_slots(wide, -INFINITY, 0, 100, -3.2e38);
   const std::vector<float> large = random_entries(70000, rng).values;
   expect_writes_top_slots(large, 0.5f, std::size_t(std::count(large.begin(), large.end(), 0.5f)) / 2, 35000);
+  // Sorted rows, with runs of 7 ties: an ascending row's top is its last entries (the vectors
+  // before them are skipped), a descending row's its first (the pass stops once the slots are full).
+  const std::vector<float> ascending = [] {
+    std::vector<float> row(1000);
+    for (std::size_t i = 0; i < row.size(); ++i) row[i] = float(i / 7);
+    return row;
+  }();
+  const std::vector<float> descending(ascending.rbegin(), ascending.rend());
+  for (const std::vector<float>* row : {&ascending, &descending}) {
+    for (const float kth : {0.0f, 50.0f, 71.0f, 142.0f}) {
+      const std::size_t tied = std::size_t(std::count(row->begin(), row->end(), kth));
+      const std::size_t above = std::size_t(std::count_if(row->begin(), row->end(), [&](float v) { return v > kth; }));
+      for (const std::size_t ties : {std::size_t{0}, std::min<std::size_t>(3, tied), tied})
+        for (const std::size_t slots : {above + ties, above + ties + 20})
+          expect_writes_top_slots(*row, kth, ties, slots);
+    }
+  }
 }
 
 // sample_lines against a loop over the lines: each line's candidates (neither -inf nor NaN) in
