@@ -165,7 +165,8 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
   const auto kth_v = hn::Set(d, kth);
   std::size_t written = 0, i = 0;
   // An ascending row's top K is its second half: the vectors before the first that holds an entry
-  // at or above kth write nothing, and need no compress (a random row's first vector holds one).
+  // at or above kth write nothing, and need no compress (a random row's first vector nearly
+  // always holds one: at K = V / 4 all 16 entries miss with odds of 1 in 100).
   while (i + lanes <= n && hn::AllFalse(d, hn::Ge(hn::LoadU(d, x + i), kth_v))) i += lanes;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
