@@ -63,10 +63,11 @@ HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, 
 
 // kDtype and kDivide (a temperature) are template parameters so that the loops hold no branch on
 // them; kStaged: x differs from the row's bytes, so pass 1 writes it for pass 2 to read.
-// Everything run() calls per segment is HWY_INLINE: out of line, each segment's Segment (its
-// extremes, two vectors) crossed calls through the stack, written as scalars and read back as
-// vectors, and each call reloaded the exp's constants (1 and 64 x 128256 f32 and bf16, K = 0 and
-// 20, 1 thread, two alternating runs on Zen 5: 4-7% faster inlined).
+// Everything run() calls per segment is inline (LOGPROBS_CPU_STEP, but on the targets without an
+// fma instruction): out of line, each segment's Segment (its extremes, two vectors) crossed calls
+// through the stack, written as scalars and read back as vectors, and each call reloaded the exp's
+// constants (1 and 64 x 128256 f32 and bf16, K = 0 and 20, 1 thread, two alternating runs on Zen 5:
+// 4-7% faster inlined).
 template <LogitsDtype kDtype, bool kDivide>
 class ChunkScanner {
   static constexpr bool kStaged = kDtype != LogitsDtype::f32 || kDivide;
@@ -131,7 +132,7 @@ class ChunkScanner {
 
   // Pass 1 over full tile t of `segment`: x loaded (widened, divided, staged), then admission, the
   // max and min, the rank count.
-  HWY_INLINE void first_pass_full_tile(const Segment& segment, std::uint64_t t, V* max, V* min) {
+  LOGPROBS_CPU_STEP void first_pass_full_tile(const Segment& segment, std::uint64_t t, V* max, V* min) {
     const D d;
     V x[kTileVectors];
     const std::uint64_t at = segment.begin + t * kTile;
@@ -145,7 +146,7 @@ class ChunkScanner {
 
   // Pass 1 over the segment's full tiles from `t` on, then its partial tile (staged whatever the
   // dtype: -inf past the row's end adds exp(-inf) = 0 and never enters).
-  HWY_INLINE void first_pass_from(Segment& segment, std::uint64_t t) {
+  LOGPROBS_CPU_STEP void first_pass_from(Segment& segment, std::uint64_t t) {
     for (; t < segment.full_tiles; ++t) first_pass_full_tile(segment, t, segment.max, segment.min);
     if (segment.tail == 0) return;
     const D d;
@@ -158,7 +159,7 @@ class ChunkScanner {
   }
 
   // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
-  HWY_INLINE void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
+  LOGPROBS_CPU_STEP void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
     if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max, min))) admit(x, at);
     if (count_rank_) count_at_least_xs(x, valid);
   }
@@ -167,8 +168,8 @@ class ChunkScanner {
   // Meanwhile `prefetch` (a later segment's share for this tile) is asked for, so that memory
   // streams while the exp computes.
   template <ExpDomain kDomain>
-  static HWY_INLINE void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch,
-                                          const Exp2Table<D>& table) {
+  static LOGPROBS_CPU_STEP void second_pass_tile(const float* HWY_RESTRICT p, V m, V* lanes, const std::byte* prefetch,
+                                                 const Exp2Table<D>& table) {
     const D d;
     for (std::size_t line = 0; line < kPrefetchLines; ++line) __builtin_prefetch(prefetch + 64 * line);
     for (std::size_t h = 0; h < kRegs; ++h) {
@@ -188,8 +189,8 @@ class ChunkScanner {
   // turn: 64 x 128256 at K <= 20 1.01-1.07x for f32, 1.07-1.12x for bf16 (two alternating runs).
   // Each segment's arithmetic is unchanged: only the instructions' order is.
   template <ExpDomain kDomain>
-  HWY_INLINE float sum_beside(const Segment& done, const float* HWY_RESTRICT x, V m, const std::byte* prefetch,
-                              Segment& next) {
+  LOGPROBS_CPU_STEP float sum_beside(const Segment& done, const float* HWY_RESTRICT x, V m, const std::byte* prefetch,
+                                     Segment& next) {
     const D d;
     V lanes[kRegs];
     for (V& l : lanes) l = hn::Zero(d);
@@ -213,7 +214,7 @@ class ChunkScanner {
   }
 
   // The canonical partial of `done`, whose pass 1 has run, while pass 1 runs over `next`.
-  HWY_INLINE canonical::Partial finish(Segment& done, Segment& next) {
+  LOGPROBS_CPU_STEP canonical::Partial finish(Segment& done, Segment& next) {
     const D d;
     for (std::size_t h = 1; h < kRegs; ++h) {
       done.max[0] = hn::Max(done.max[0], done.max[h]);
@@ -253,7 +254,7 @@ class ChunkScanner {
   // which an x_s of -inf would count). CountTrue, a mask's population count, runs on the scalar
   // ports beside the vector work that bounds the pass; counting in vector lanes (a select and an
   // add per vector) cost about 12% of a K = 0 pass, this about 4% (logprobs-bench --ranks).
-  HWY_INLINE void count_at_least_xs(const V* x, std::uint64_t valid) {
+  LOGPROBS_CPU_STEP void count_at_least_xs(const V* x, std::uint64_t valid) {
     const D d;
     for (std::size_t i = 0; i < kTileVectors; ++i) {
       const std::uint64_t before = i * kN;
@@ -266,7 +267,7 @@ class ChunkScanner {
   // Top-K admission of one tile whose first entry is `at`: appends the lanes above threshold,
   // with their tokens, in token order and without a branch per vector (at large K, which vectors
   // admit is unpredictable).
-  HWY_INLINE void admit(const V* x, std::uint64_t at) {
+  LOGPROBS_CPU_STEP void admit(const V* x, std::uint64_t at) {
     const D d;
     // The tail and the count in locals: through the buffer's members, each vector's stores
     // waited on the previous one's update of the count in memory (64 x 128256 f32, K = 4095:
