@@ -30,11 +30,12 @@ namespace logprobs::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// LOGPROBS_CPU_STEP: how row_kernel.cpp's scanner inlines its steps. Forced inline where the fma
-// is an instruction (its comment says why); out of line where it is not, which makes the targets
-// slow anyway: forced into run(), each of those targets' runs was one function so large that the
-// sanitizer builds spent most of their time on it (clang 14's fuzz build of row_kernel.cpp 560 s,
-// 430 of them on EMU128's runs; GCC 12's ASan build 338 -> 163 s out of line).
+// LOGPROBS_CPU_STEP: how row_kernel.cpp's ChunkScanner inlines its steps. Forced inline where the
+// fma is an instruction (ChunkScanner's comment says why); out of line where it is not, which
+// makes the target slow anyway: forced into run(), each of those targets' runs was one function so
+// large that the sanitizer builds spent most of their time on it (row_kernel.cpp with ci/fuzz's
+// flags, clang 14: 560 -> 140 s, 430 of the 560 on EMU128's runs; with the asan preset's, GCC 12:
+// 338 -> 163 s).
 #undef LOGPROBS_CPU_STEP
 #if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
 inline constexpr bool kNativeFma = false;
