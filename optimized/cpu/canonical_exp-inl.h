@@ -70,55 +70,89 @@ HWY_INLINE V NegFma(D d, V a, V b, V c) {
 
 // canonical::exp_f32's table, held in registers where the target has a permute of 32 entries
 // (AVX-512: one vpermt2d over two registers; AVX2: four vpermd and two blends) and read lane by
-// lane elsewhere (SSE4, SSSE3 and the fallbacks, which compute each fma lane by lane anyway).
-// Each entry is stored less j << 18, so that one shift and one add of t's bits give the scaled
-// entry: t's bits are 0x4B400000 + k (1.5 * 2^23 + k, k >= -2308), and modulo 2^32 they shifted
-// left by 18 are k << 18 (0x4B400000's lowest bit is bit 22), which is ((k >> 5) << 23) +
-// ((k & 31) << 18): the definition's 2^(k >> 5) in the exponent bits, plus what the bias takes
-// away. The permutes read only an index's low bits, which are k & 31.
+// lane elsewhere (SSE4, SSSE3 and the fallbacks, which compute each fma lane by lane anyway), and
+// the exp's last step: 2^(k / 32) (1 + s), that is the scaled entry T = 2^(k >> 5) table[k & 31]
+// and fma(T, s, T).
+//
+// How 2^(k >> 5) is applied:
+// - On AVX-512 (16 lanes), after the fma, by vscalefps: the reduction then runs in units of 1/32
+//   (kUnit), its t = 1.5 * 2^18 + k / 32 and kf = k / 32, every constant scaled by 2^-5 (exact), so
+//   every rounding is the definition's scaled by 2^-5 (t stays normal): the same k, the same r, and
+//   t's bits are still 0x48C00000 + k, whose low 5 bits index the table. vscalefps multiplies by
+//   2^floor(kf) = 2^(k >> 5), exactly while the result is normal, which it is for every x >= -50
+//   (k >> 5 >= -73 and fma(table[j], s, table[j]) >= 0.98), and that fma rounds as fma(T, s, T)
+//   does but for the power of two. One operation where the integer shift and add are two: the
+//   kernel 0.92-0.99x the time at 1 x 128256 f32, K = 0 to 255 (optimized/cpu/README.md). Every f32
+//   in [-60, 88] was checked against the definition once, bit for bit (the test walks a sample).
+// - Elsewhere, in the entry's exponent bits before the fma: each entry is stored less j << 18, so
+//   that one shift and one add of t's bits give T. t's bits are 0x4B400000 + k (1.5 * 2^23 + k,
+//   k >= -2308), and modulo 2^32 they shifted left by 18 are k << 18 (0x4B400000's lowest bit is
+//   bit 22), which is ((k >> 5) << 23) + ((k & 31) << 18): the definition's 2^(k >> 5) in the
+//   exponent bits, plus what the bias takes away. The permutes read only an index's low bits,
+//   which are k & 31.
 template <class D>
 class Exp2Table {
   using DU = hn::RebindToUnsigned<D>;
   using VU = hn::Vec<DU>;
+  using V = hn::Vec<D>;
   static constexpr std::size_t kN = hn::MaxLanes(D());
-  static constexpr auto kBiased = [] {
-    std::array<std::uint32_t, canonical::kExp2TableSize> biased{};
-    for (int j = 0; j < canonical::kExp2TableSize; ++j)
-      biased[std::size_t(j)] = canonical::kExp2Table[j] - (std::uint32_t(j) << 18);
-    return biased;
-  }();
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
   static constexpr int kRegisters = kN == 16 ? 2 : 0;  // not for a capped tag's shorter vectors
+  static constexpr bool kScalef = kN == 16;
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   static constexpr int kRegisters = kN == 8 ? 4 : 0;
+  static constexpr bool kScalef = false;
 #else
   static constexpr int kRegisters = 0;
+  static constexpr bool kScalef = false;
 #endif
+  static constexpr auto kEntries = [] {
+    std::array<std::uint32_t, canonical::kExp2TableSize> entries{};
+    for (int j = 0; j < canonical::kExp2TableSize; ++j)
+      entries[std::size_t(j)] = canonical::kExp2Table[j] - (kScalef ? 0u : std::uint32_t(j) << 18);
+    return entries;
+  }();
   VU part_[kRegisters > 0 ? kRegisters : 1];
 
  public:
+  // The reduction's unit: t = 1.5 * 2^23 kUnit + k kUnit, kf = k kUnit.
+  static constexpr float kUnit = kScalef ? 1.0f / 32 : 1.0f;
+
   Exp2Table() {
     const DU du;
     if constexpr (kRegisters > 0) {
-      alignas(64) static constexpr auto kTable = kBiased;
+      alignas(64) static constexpr auto kTable = kEntries;
       for (int i = 0; i < kRegisters; ++i) part_[i] = hn::Load(du, kTable.data() + std::size_t(i) * kN);
     }
   }
 
-  // The scaled entry 2^(k >> 5) * table[k & 31] for t's bits.
-  HWY_INLINE hn::Vec<D> scaled(VU t_bits) const {
+  // 2^(k / 32) (1 + s), rounded once, for the reduction's t (its bits) and kf.
+  HWY_INLINE V times_one_plus(VU t_bits, [[maybe_unused]] V kf, V s) const {
     const D d;
-    const DU du;
-    const VU power = hn::ShiftLeft<18>(t_bits);
-    VU entry;
+    const VU entry = lookup(t_bits);
+    if constexpr (kScalef) {
+#if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+      const V unscaled = hn::BitCast(d, entry);
+      return V{_mm512_scalef_ps(Fma(d, unscaled, s, unscaled).raw, kf.raw)};
+#endif
+    } else {
+      const V scaled = hn::BitCast(d, hn::Add(entry, hn::ShiftLeft<18>(t_bits)));
+      return Fma(d, scaled, s, scaled);
+    }
+  }
+
+ private:
+  // kEntries[k & 31] for t's bits.
+  HWY_INLINE VU lookup(VU t_bits) const {
     if constexpr (kRegisters == 0) {
+      const DU du;
       HWY_ALIGN std::uint32_t lanes[kN];
       hn::Store(t_bits, du, lanes);
-      for (std::size_t i = 0; i < hn::Lanes(du); ++i) lanes[i] = kBiased[lanes[i] & (canonical::kExp2TableSize - 1)];
-      entry = hn::Load(du, lanes);
+      for (std::size_t i = 0; i < hn::Lanes(du); ++i) lanes[i] = kEntries[lanes[i] & (canonical::kExp2TableSize - 1)];
+      return hn::Load(du, lanes);
     } else {
 #if HWY_ARCH_X86 && (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
-      entry = VU{_mm512_permutex2var_epi32(part_[0].raw, t_bits.raw, part_[1].raw)};
+      return VU{_mm512_permutex2var_epi32(part_[0].raw, t_bits.raw, part_[1].raw)};
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
       // Entry k & 31 of the four quarters' permutes, picked by k's bits 3 and 4 (moved to the sign).
       using VI = hn::Vec<hn::RebindToSigned<DU>>;
@@ -128,10 +162,9 @@ class Exp2Table {
       const VI top{_mm256_permutevar8x32_epi32(part_[3].raw, t_bits.raw)};
       const VI bit3{hn::ShiftLeft<28>(t_bits).raw}, bit4{hn::ShiftLeft<27>(t_bits).raw};
       const VI upper = hn::IfNegativeThenElse(bit3, top, high), lower = hn::IfNegativeThenElse(bit3, mid, low);
-      entry = VU{hn::IfNegativeThenElse(bit4, upper, lower).raw};
+      return VU{hn::IfNegativeThenElse(bit4, upper, lower).raw};
 #endif
     }
-    return hn::BitCast(d, hn::Add(entry, power));
   }
 };
 
@@ -145,13 +178,13 @@ enum class ExpDomain { kDefinition, kInRange, kNaNStays };
 template <ExpDomain kDomain = ExpDomain::kDefinition, class D, class V = hn::Vec<D>>
 HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const hn::RebindToUnsigned<D> du;
-  const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
-  const V t = Fma(d, x, hn::Set(d, 46.1662413084468283f), shifter);
+  constexpr float kUnit = Exp2Table<D>::kUnit;        // its comment says why the unit changes no bit
+  const V shifter = hn::Set(d, 12582912.0f * kUnit);  // 1.5 * 2^23
+  const V t = Fma(d, x, hn::Set(d, 46.1662413084468283f * kUnit), shifter);
   const V kf = hn::Sub(t, shifter);
-  const V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f), x);
+  const V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f / kUnit), x);
   const V s = hn::Mul(r, Fma(d, hn::Set(d, 0.4999999701976776f), r, hn::Set(d, 1.0000146627426147f)));
-  const V entry = table.scaled(hn::BitCast(du, t));
-  const V e = Fma(d, entry, s, entry);
+  const V e = table.times_one_plus(hn::BitCast(du, t), kf, s);
   if constexpr (kDomain == ExpDomain::kInRange) return e;
   if constexpr (kDomain == ExpDomain::kNaNStays)
     return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, canonical::kExpFloor)), e);
