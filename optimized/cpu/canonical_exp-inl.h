@@ -112,6 +112,8 @@ class Exp2Table {
       entries[std::size_t(j)] = canonical::kExp2Table[j] - (kScalef ? 0u : std::uint32_t(j) << 18);
     return entries;
   }();
+  static_assert(kRegisters == 0 || kRegisters * kN == canonical::kExp2TableSize,
+                "the registers hold the table exactly");
   VU part_[kRegisters > 0 ? kRegisters : 1];
 
  public:
@@ -179,7 +181,7 @@ template <ExpDomain kDomain = ExpDomain::kDefinition, class D, class V = hn::Vec
 HWY_INLINE V CanonicalExp(D d, V x, const Exp2Table<D>& table) {
   const hn::RebindToUnsigned<D> du;
   constexpr float kUnit = Exp2Table<D>::kUnit;        // its comment says why the unit changes no bit
-  const V shifter = hn::Set(d, 12582912.0f * kUnit);  // 1.5 * 2^23
+  const V shifter = hn::Set(d, 12582912.0f * kUnit);  // 1.5 * 2^23 in the unit
   const V t = Fma(d, x, hn::Set(d, 46.1662413084468283f * kUnit), shifter);
   const V kf = hn::Sub(t, shifter);
   const V r = NegFma(d, kf, hn::Set(d, 0.021660849452018738f / kUnit), x);
