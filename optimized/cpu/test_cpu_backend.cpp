@@ -2,6 +2,7 @@
 // this machine supports (hwy::TestWithParamTarget forces each in turn; the backend dispatches
 // through HWY_DYNAMIC_DISPATCH, so it follows), plus determinism across thread counts and batch
 // invariance (SPEC §6).
+// Over 400 lines: one per-target suite, whose tests share its batch builders and judges.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -195,6 +196,28 @@ TEST_P(CpuBackendPerTarget, GivesTheCanonicalBitsAtEveryBoundary) {
       EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, ranks), run_backend(canonical, batch, k, ranks)))
           << "V " << vocab << " K " << k << " dtype " << dtype_name(dtype);
     }
+  }
+}
+
+// x / T at the edges of the corrected reciprocal's range (on AVX-512 half of a tile's quotients
+// come from it where every magnitude of those vectors is in [2^-60, 2^60], the others from the
+// divider): zeros, subnormals, magnitudes just inside and outside the range and infinities, in
+// any lane of a tile among ordinary logits, and temperatures at and beyond the range's ends.
+// Each quotient must be the IEEE one, which the canonical backend computes by division.
+TEST_P(CpuBackendPerTarget, QuotientsAtTheCorrectedRangesEdgesGiveTheCanonicalBits) {
+  std::mt19937_64 rng(47);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  const float edges[] = {0.0f,    -0.0f,    1e-45f,         -1e-40f, 0x1p-60f, -0x1p-60f, 0x1.fffffep-61f,
+                         0x1p60f, -0x1p60f, 0x1.000002p60f, -3e38f,  kInf,     -kInf};
+  for (const float temperature : {0.7f, 0x1p-60f, 0x1.fffffep-61f, 0x1p60f, 0x1.000002p60f, 1e-30f}) {
+    BatchData batch = batch_of_one_kind(8, 2048, rng, RowKind::Normal);
+    for (std::uint64_t r = 0; r < batch.rows; ++r)
+      for (std::uint64_t e = 0; e < 24; ++e)
+        batch.row(r)[(r * 131 + e * 83) % 2048] = edges[(r + e) % std::size(edges)];
+    batch.temperatures = std::vector<float>(batch.sampled_tokens.size(), temperature);
+    for (const std::uint32_t k : {0u, 5u})
+      EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+          << "T " << temperature << " K " << k;
   }
 }
 
