@@ -81,9 +81,7 @@ class ChunkScanner {
   ChunkScanner(const ChunkInput& in, CandidateBuffer& buffer)
       : in_(in),
         row_(*in.row),
-        temperature_(hn::Set(D(), row_.temperature.value_or(1.0f))),
-        reciprocal_(hn::Set(D(), 1.0f / row_.temperature.value_or(1.0f))),
-        reciprocal_exact_(InCorrectedRange(row_.temperature.value_or(1.0f))),
+        divisor_(row_.temperature.value_or(1.0f)),
         buffer_(buffer),
         threshold_(hn::Set(D(), buffer.threshold())),
         xs_(hn::Set(D(), in.xs)),
@@ -139,7 +137,7 @@ class ChunkScanner {
     V x[kTileVectors];
     const std::uint64_t at = segment.begin + t * kTile;
     LoadTile<kDtype>(row_.row, at, x);
-    if constexpr (kDivide) DivideTile(x, temperature_, reciprocal_, reciprocal_exact_);
+    if constexpr (kDivide) divisor_.divide(x);
     for (std::size_t i = 0; kStaged && i < kTileVectors; ++i) hn::Store(x[i], d, segment.stage + t * kTile + i * kN);
     first_pass_tile(x, at, kTile, max, min);
   }
@@ -290,9 +288,7 @@ class ChunkScanner {
 
   const ChunkInput& in_;
   const RowSource& row_;
-  const V temperature_;
-  const V reciprocal_;           // RN(1 / T), for DivideTile
-  const bool reciprocal_exact_;  // T in CorrectedQuotient's range
+  const TileDivisor divisor_;  // x / T
   CandidateBuffer& buffer_;
   V threshold_;
   const V xs_;

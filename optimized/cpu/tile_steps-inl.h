@@ -162,10 +162,6 @@ HWY_INLINE float LaneTree(const V* lanes) {
 // scales each step exactly while every step's result stays normal, which it does in that range
 // (r is zero or at least 2^-107). Outside it (zeros, subnormals, infinities, NaN) the divider
 // divides. optimized/cpu/README.md ("Temperatures") has the check and the speed.
-HWY_INLINE bool InCorrectedRange(float magnitude) {
-  return std::fabs(magnitude) >= 0x1p-60f && std::fabs(magnitude) <= 0x1p60f;
-}
-
 #if LOGPROBS_CPU_AVX512
 HWY_INLINE V CorrectedQuotient(V x, V t, V z) {
   const V q0 = hn::Mul(x, z);
@@ -190,23 +186,33 @@ HWY_INLINE bool InCorrectedRange(V a, V b) {
 }
 #endif
 
-// x / t for a tile, each lane the IEEE quotient; z = RN(1 / t), t_in_range: t is in
-// CorrectedQuotient's range. On AVX-512 half of the vectors go to the divider and half to the
-// corrected reciprocal where their magnitudes allow it: on the Xeon model 207 the divider alone
-// takes 8 TSC ticks a vector where the pass without it takes 4.9, and the reciprocal's three
-// fused operations run beside it (optimized/cpu/README.md, "Temperatures").
-HWY_INLINE void DivideTile(V* x, V t, [[maybe_unused]] V z, [[maybe_unused]] bool t_in_range) {
+// x / T for a tile, each lane the IEEE quotient. On AVX-512 half of the vectors go to the divider
+// and half to the corrected reciprocal where T and their magnitudes allow it: on the Xeon model
+// 207 the divider alone takes 8 TSC ticks a vector where the pass without it takes 4.9, and the
+// reciprocal's three fused operations run beside it (optimized/cpu/README.md, "Temperatures").
+class TileDivisor {
+ public:
+  explicit TileDivisor(float t)
+      : t_(hn::Set(D(), t)), z_(hn::Set(D(), 1.0f / t)), t_in_range_(t >= 0x1p-60f && t <= 0x1p60f) {}
+
+  HWY_INLINE void divide(V* x) const {
 #if LOGPROBS_CPU_AVX512
-  if (HWY_LIKELY(t_in_range && InCorrectedRange(x[1], x[3]))) {
-    x[0] = hn::Div(x[0], t);
-    x[1] = CorrectedQuotient(x[1], t, z);
-    x[2] = hn::Div(x[2], t);
-    x[3] = CorrectedQuotient(x[3], t, z);
-    return;
-  }
+    if (HWY_LIKELY(t_in_range_ && InCorrectedRange(x[1], x[3]))) {
+      x[0] = hn::Div(x[0], t_);
+      x[1] = CorrectedQuotient(x[1], t_, z_);
+      x[2] = hn::Div(x[2], t_);
+      x[3] = CorrectedQuotient(x[3], t_, z_);
+      return;
+    }
 #endif
-  for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Div(x[i], t);
-}
+    for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Div(x[i], t_);
+  }
+
+ private:
+  V t_;
+  [[maybe_unused]] V z_;  // RN(1 / T), the corrected reciprocal's (AVX-512 only)
+  [[maybe_unused]] bool t_in_range_;
+};
 
 // Pass 1's threshold test of one tile, which also takes the tile into the lanes' maxima and minima:
 // true when some entry may be above `threshold` (the caller then admits, comparing each vector).
