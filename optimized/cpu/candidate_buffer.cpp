@@ -1,11 +1,12 @@
 #include "candidate_buffer.hpp"
 
-#include "candidate_filters.hpp"
-
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <functional>
+
+#include "candidate_filters.hpp"
 
 namespace logprobs::cpu {
 
@@ -262,6 +263,13 @@ CandidateBuffer::SamplePlan CandidateBuffer::sample_plan(std::uint64_t vocab) co
   const std::uint64_t l = (k_ + kSampleRun + kSampleStride - 1) / kSampleStride + 1;
   if (m < 4 * j || lines < 4 * l) return {};  // the sample would say little; V is near K
   return {lines, j, l};
+}
+
+void CandidateBuffer::threshold_from_maxima(const float* maxima, std::size_t n) {
+  assert(count_ == 0 && k_ >= 1 && k_ <= n);  // nothing admitted yet: the threshold may go down
+  scratch_.assign(maxima, maxima + n);
+  std::nth_element(scratch_.begin(), scratch_.begin() + (k_ - 1), scratch_.end(), std::greater<float>());
+  threshold_ = std::nextafter(scratch_[k_ - 1], -std::numeric_limits<float>::infinity());
 }
 
 float CandidateBuffer::speculative_threshold(const RowSource& row, std::uint64_t vocab) {

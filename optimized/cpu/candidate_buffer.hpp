@@ -123,6 +123,12 @@ class alignas(64) CandidateBuffer {
   SamplePlan sample_plan(std::uint64_t vocab) const;
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
+  // Small K, after a scan that admitted nothing (admission by segment maxima, cpu_backend.cpp):
+  // the threshold becomes the float just below b, the K-th largest of the n >= K segments' maxima
+  // (each an entry of its segment, none NaN). The K segments of the largest maxima hold K entries
+  // >= b, each of which is then admitted, so whatever is below b is beaten by K of them.
+  void threshold_from_maxima(const float* maxima, std::size_t n);
+
   // Large K, where much of a row would be admitted (cpu_backend.cpp's cut_from_row): the top-K of
   // a whole row x[0, n) without a buffer. They are the entries above `kth` and the first `ties` of those equal to it,
   // in token order (the total order's tie-break): kth is the k-th largest, `ties` = k - how many

@@ -1,5 +1,6 @@
 // The SIMD pass over one chunk of a row (declared in row_kernel.hpp), compiled once per Highway
 // target by foreach_target.h and picked at run time by HWY_DYNAMIC_DISPATCH.
+// Over 400 lines: one class, ChunkScanner, whose passes and admission share its state.
 //
 // The statistics are SPEC §8's canonical arithmetic (logprobs/canonical_arithmetic.hpp), and the
 // layout of this loop is what makes every target give its bits: a segment's entries are summed in
@@ -14,7 +15,9 @@
 //      threshold (TileMayAdmit: on AVX-512 its lanewise max, elsewhere each vector); only when
 //      some lane may be above it does it take the admission path, which appends the lanes above
 //      threshold (compress_admit-inl.h). x transformed from 16-bit or by a temperature is
-//      written to a staging buffer here, so that it is computed once.
+//      written to a staging buffer here, so that it is computed once. (At small K the scan admits
+//      nothing, and admit_only() admits afterwards from the segments that can hold the top-K:
+//      admission by segment maxima, cpu_backend.cpp.)
 //   2. Per lane: exp(x - m) by the definition's exp (canonical_exp-inl.h), summed per tile as
 //      (E0 + E1) + (E2 + E3), tile after tile; then the 16 lanes in the definition's tree. A NaN
 //      is found here, at no cost per entry: it makes the segment's sum NaN (segment()).
@@ -99,10 +102,35 @@ class ChunkScanner {
       current = next;
     }
     ChunkScan scan;
+    for (std::uint64_t g = 0; g < count; ++g) scan.segment_max[g] = parts[g].max;
     scan.partial = CanonicalTree(parts, count);
     scan.flags = (has_nan_ ? canonical::kHasNaN : 0u) | (pos_inf_ ? canonical::kHasPosInf : 0u);
     scan.at_least_xs = at_least_xs_;
     return scan;
+  }
+
+  // Admission alone, from the input's segments, tile by tile as pass 1 admits. A seed
+  // (candidate_buffer.hpp) may read the segments skipped between: their entries are all below
+  // the threshold, so its K-th largest is still among entries that will be admitted.
+  void admit_only() {
+    buffer_.start_chunk();
+    V x[kTileVectors];
+    const std::span<const std::uint32_t> segments = in_.admit_segments;
+    const std::uint64_t last = std::min(in_.vocab, (segments.back() + std::uint64_t{1}) * canonical::kSegment);
+    for (const std::uint32_t segment : segments) {
+      const std::uint64_t begin = segment * canonical::kSegment;
+      const std::uint64_t end = std::min(in_.vocab, begin + canonical::kSegment);
+      for (std::uint64_t at = begin; at < end; at += kTile) {
+        if (at + kTile <= end) {
+          LoadTile<kDtype>(row_.row, at, x);
+          if constexpr (kDivide) divisor_.divide(x);
+        } else {
+          for (std::uint64_t e = 0; e < kTile; ++e) stage_[0][e] = at + e < end ? row_.at(at + e) : kNegInf;
+          for (std::size_t v = 0; v < kTileVectors; ++v) x[v] = hn::Load(D(), stage_[0] + v * kN);
+        }
+        if (TileAbove(x, threshold_)) admit(x, at, last);
+      }
+    }
   }
 
  private:
@@ -158,7 +186,7 @@ class ChunkScanner {
 
   // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
   LOGPROBS_CPU_STEP void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
-    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max, min))) admit(x, at);
+    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max, min))) admit(x, at, in_.begin + in_.n);
     if (count_rank_) count_at_least_xs(x, valid);
   }
 
@@ -265,7 +293,7 @@ class ChunkScanner {
   // Top-K admission of one tile whose first entry is `at`: appends the lanes above threshold,
   // with their tokens, in token order and without a branch per vector (at large K, which vectors
   // admit is unpredictable).
-  LOGPROBS_CPU_STEP void admit(const V* x, std::uint64_t at) {
+  LOGPROBS_CPU_STEP void admit(const V* x, std::uint64_t at, std::uint64_t end) {
     const D d;
     // The tail and the count in locals: through the buffer's members, each vector's stores
     // waited on the previous one's update of the count in memory (64 x 128256 f32, K = 4095:
@@ -281,7 +309,7 @@ class ChunkScanner {
     }
     buffer_.added(admitted);
     if (HWY_UNLIKELY(buffer_.over_capacity() || buffer_.wants_seed())) {
-      const std::uint64_t ahead = at + kTile, end = in_.begin + in_.n;
+      const std::uint64_t ahead = at + kTile;
       threshold_ = hn::Set(d, CompactOrSeed(buffer_, row_, ahead, ahead < end ? end - ahead : 0));
     }
   }
@@ -299,10 +327,18 @@ class ChunkScanner {
   HWY_ALIGN float stage_[2][canonical::kSegment];
 };
 
+template <LogitsDtype kDtype, bool kDivide>
+ChunkScan ScanOrAdmit(const ChunkInput& in, CandidateBuffer& buffer) {
+  ChunkScanner<kDtype, kDivide> scanner(in, buffer);
+  if (in.admit_segments.empty()) return scanner.run();
+  scanner.admit_only();
+  return {};
+}
+
 template <LogitsDtype kDtype>
 ChunkScan ScanChunkOf(const ChunkInput& in, CandidateBuffer& buffer) {
-  if (in.row->temperature) return ChunkScanner<kDtype, true>(in, buffer).run();
-  return ChunkScanner<kDtype, false>(in, buffer).run();
+  if (in.row->temperature) return ScanOrAdmit<kDtype, true>(in, buffer);
+  return ScanOrAdmit<kDtype, false>(in, buffer);
 }
 
 ChunkScan ScanChunk(const ChunkInput& in, CandidateBuffer& buffer) {

@@ -2,6 +2,7 @@
 // segments' partials, logprobs/canonical_arithmetic.hpp), the rank count and top-K admission.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -23,14 +24,20 @@ struct ChunkInput {
   std::uint64_t vocab = 0;  // the row's (what may be prefetched)
   bool count_rank = false;  // count the entries with x_j >= x_s (SPEC §2.9)
   float xs = 0;
+  // Where not empty: only admit, from these segments of the row (kSegment entries from entry
+  // kSegment s, the last one up to the row's end; ascending), begin and n unused: no statistics,
+  // an empty ChunkScan (admission by segment maxima, cpu_backend.cpp).
+  std::span<const std::uint32_t> admit_segments;
 };
 
 // What a chunk contributes to its row: the pairwise tree of its segments' partials, the SPEC §3
-// flags (canonical::kHasNaN, kHasPosInf), and how many of its x_j are >= x_s.
+// flags (canonical::kHasNaN, kHasPosInf), how many of its x_j are >= x_s, and each segment's
+// largest x (NaN left out: -inf for a segment of only -inf and NaN).
 struct ChunkScan {
   canonical::Partial partial;
   std::uint32_t flags = 0;
   std::uint64_t at_least_xs = 0;
+  std::array<float, canonical::kGroupSegments> segment_max{};
 };
 
 // Scans a chunk: returns its statistics and admits into `buffer` every entry above the buffer's

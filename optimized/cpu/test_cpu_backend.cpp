@@ -335,6 +335,45 @@ TEST_P(CpuBackendPerTarget, RescansWhenTheSpeculativeThresholdLies) {
   }
 }
 
+// Small K is admitted by segment maxima (cpu_backend.cpp): the scan admits nothing, then only the
+// segments whose max beats the K-th largest segment max are admitted, in token order. Every row
+// kind (sorted rows send whole segments through the buffer's seed, a constant row makes every
+// segment a candidate and every entry a tie), each dtype, with and without temperatures, at K
+// around half the segments (the limit); and rows built for its hazards: high segments among low
+// ones (the seed reads across skipped segments), fewer candidates than K, +inf in more segments
+// than K, and a tie at the K-th value in every segment with a NaN beside each.
+TEST_P(CpuBackendPerTarget, AdmitsBySegmentMaximaWithTheCanonicalBits) {
+  std::mt19937_64 rng(67);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  const auto expect_canonical = [&](const BatchData& batch, std::uint32_t k, const std::string& what) {
+    EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+        << what << " K " << k;
+  };
+  for (const std::uint64_t vocab : {2048ull, 2049ull, 14337ull, 40000ull}) {
+    for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
+      BatchData batch = batch_of_mixed_kinds(4, vocab, rng);
+      if (dtype != LogitsDtype::f32) batch = with_dtype(batch, dtype);
+      if (rng() % 2 == 0) batch.temperatures = std::vector<float>{0.05f, 1.0f, 2.7f, 0.6f};
+      for (const std::uint32_t k : {1u, 2u, 7u, 8u, 20u, 64u})
+        expect_canonical(batch, k, "V " + std::to_string(vocab) + " dtype " + std::string(dtype_name(dtype)));
+    }
+  }
+  constexpr std::uint64_t kVocab = 40 * canonical::kSegment + 100;
+  std::vector<float> x(kVocab);
+  for (std::uint64_t j = 0; j < kVocab; ++j) x[j] = (j / canonical::kSegment) % 2 == 0 ? 0.001f * float(j) : -100.0f;
+  for (const std::uint32_t k : {7u, 20u}) expect_canonical(single_row_batch(x, 5), k, "high segments among low ones");
+  std::fill(x.begin(), x.end(), -kInf);
+  x[3] = 1.0f, x[5000] = 2.0f, x[kVocab - 1] = 3.0f;
+  expect_canonical(single_row_batch(x, 5000), 7, "three candidates");
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (float& v : x) v = normal(rng);
+  for (std::uint64_t s = 0; s < 30; ++s) x[s * canonical::kSegment + 7] = kInf;
+  expect_canonical(single_row_batch(x, 7), 20, "+inf in 30 segments");
+  for (float& v : x) v = normal(rng) - 20.0f;
+  for (std::uint64_t s = 0; s < 40; ++s) x[s * canonical::kSegment + 16] = 5.0f, x[s * canonical::kSegment] = kNaN;
+  expect_canonical(single_row_batch(x, 16), 7, "a tie in every segment");
+}
+
 // Large K is cut from the row after a scan that admits nothing (cpu_backend.cpp's cut_from_row:
 // from K = V / 4 for f32 rows, V / 2 for the rest), and rows the cut cannot take (a NaN, +inf,
 // fewer than K candidates) go the buffer's way after all: every row kind, each dtype, with and

@@ -246,6 +246,18 @@ HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
   return !hn::AllTrue(d, below);
 }
 
+// Whether some entry of the tile is above `threshold` (TileMayAdmit's test alone).
+HWY_INLINE bool TileAbove(const V* x, V threshold) {
+  const D d;
+#if LOGPROBS_CPU_AVX512
+  const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
+  return !hn::AllFalse(d, hn::Gt(top, threshold));
+#endif
+  auto above = hn::Gt(x[0], threshold);
+  for (std::size_t i = 1; i < kTileVectors; ++i) above = hn::Or(above, hn::Gt(x[i], threshold));
+  return !hn::AllFalse(d, above);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace logprobs::cpu
 HWY_AFTER_NAMESPACE();
