@@ -24,9 +24,9 @@ struct ChunkInput {
   std::uint64_t vocab = 0;  // the row's (what may be prefetched)
   bool count_rank = false;  // count the entries with x_j >= x_s (SPEC §2.9)
   float xs = 0;
-  // Where not empty: only admit, from these segments of the row (kSegment entries from entry
-  // kSegment s, the last one up to the row's end; ascending), begin and n unused: no statistics,
-  // an empty ChunkScan (admission by segment maxima, cpu_backend.cpp).
+  // Where not empty, the scan only admits, from these segments of the row in ascending order
+  // (segment s: entries [1024 s, 1024 s + 1024), cut at the row's end); begin and n are unused
+  // and the ChunkScan returned is empty (admission by segment maxima, cpu_backend.cpp).
   std::span<const std::uint32_t> admit_segments;
 };
 
