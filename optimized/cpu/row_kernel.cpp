@@ -290,9 +290,9 @@ class ChunkScanner {
     }
   }
 
-  // Top-K admission of one tile whose first entry is `at`: appends the lanes above threshold,
-  // with their tokens, in token order and without a branch per vector (at large K, which vectors
-  // admit is unpredictable).
+  // Top-K admission of one tile whose first entry is `at`: appends the lanes above threshold, with
+  // their tokens, in token order and without a branch per vector (at large K, which vectors admit
+  // is unpredictable); a seed, where the buffer asks for one, reads the row up to `end`.
   LOGPROBS_CPU_STEP void admit(const V* x, std::uint64_t at, std::uint64_t end) {
     const D d;
     // The tail and the count in locals: through the buffer's members, each vector's stores
