@@ -147,15 +147,13 @@ class CpuBackend final : public Backend {
   void scan_chunks(const RowSource& row, std::uint64_t vocab, float threshold, bool ranks, float xs,
                    CandidateBuffer& buffer, std::uint64_t first, std::span<ChunkScan> chunks) const {
     const std::uint64_t begin = first * kChunk, end = std::min(vocab, (first + chunks.size()) * kChunk);
-    const bool by_maxima = admits_by_maxima(buffer.k(), segments_in(end - begin));
+    const bool by_maxima = admits_by_maxima(buffer.k(), cpu::segment_count(end - begin));
     buffer.raise_threshold(by_maxima ? std::numeric_limits<float>::infinity() : threshold);
     for (std::uint64_t c = 0; c < chunks.size(); ++c)
       chunks[c] = scan_(chunk_input(row, vocab, first + c, ranks, xs), buffer);
     if (by_maxima) admit_by_maxima(row, vocab, begin, end, chunks, buffer);
     buffer.compact();
   }
-
-  static std::uint64_t segments_in(std::uint64_t n) { return (n + canonical::kSegment - 1) / canonical::kSegment; }
 
   // Small K: admission by segment maxima. With a running threshold a random row admits about
   // K (1 + ln(V / K)) entries, most of them early, and each tile that admits is a mispredicted
@@ -180,7 +178,7 @@ class CpuBackend final : public Backend {
     thread_local std::vector<std::uint32_t> candidates;  // those whose max is above the threshold
     maxima.clear();
     for (std::uint64_t at = begin; const ChunkScan& chunk : chunks) {
-      const std::uint64_t segments = segments_in(std::min(kChunk, end - at));
+      const std::uint64_t segments = cpu::segment_count(std::min(kChunk, end - at));
       maxima.insert(maxima.end(), chunk.segment_max.begin(), chunk.segment_max.begin() + segments);
       at += kChunk;
     }

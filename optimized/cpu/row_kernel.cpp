@@ -93,7 +93,7 @@ class ChunkScanner {
   ChunkScan run() {
     buffer_.start_chunk();
     canonical::Partial parts[canonical::kGroupSegments];
-    const std::uint64_t count = (in_.n + canonical::kSegment - 1) / canonical::kSegment;
+    const std::uint64_t count = segment_count(in_.n);
     Segment current = segment_at(0);
     first_pass_from(current, 0);
     for (std::uint64_t g = 0; g < count; ++g) {
@@ -125,8 +125,7 @@ class ChunkScanner {
           LoadTile<kDtype>(row_.row, at, x);
           if constexpr (kDivide) divisor_.divide(x);
         } else {
-          for (std::uint64_t e = 0; e < kTile; ++e) stage_[0][e] = at + e < end ? row_.at(at + e) : kNegInf;
-          for (std::size_t v = 0; v < kTileVectors; ++v) x[v] = hn::Load(D(), stage_[0] + v * kN);
+          stage_partial_tile(at, end - at, stage_[0], x);
         }
         if (TileAbove(x, threshold_)) admit(x, at, last);
       }
@@ -175,13 +174,16 @@ class ChunkScanner {
   LOGPROBS_CPU_STEP void first_pass_from(Segment& segment, std::uint64_t t) {
     for (; t < segment.full_tiles; ++t) first_pass_full_tile(segment, t, segment.max, segment.min);
     if (segment.tail == 0) return;
-    const D d;
-    float* stage = segment.stage + segment.full_tiles * kTile;
     const std::uint64_t at = segment.begin + segment.full_tiles * kTile;
-    for (std::uint64_t e = 0; e < kTile; ++e) stage[e] = e < segment.tail ? row_.at(at + e) : kNegInf;
     V x[kTileVectors];
-    for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(d, stage + i * kN);
+    stage_partial_tile(at, segment.tail, segment.stage + segment.full_tiles * kTile, x);
     first_pass_tile(x, at, segment.tail, segment.max, segment.min);
+  }
+
+  // A partial tile: its first `valid` x from `at`, then -inf, written to `stage` and loaded.
+  HWY_INLINE void stage_partial_tile(std::uint64_t at, std::uint64_t valid, float* stage, V* x) const {
+    for (std::uint64_t e = 0; e < kTile; ++e) stage[e] = e < valid ? row_.at(at + e) : kNegInf;
+    for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(D(), stage + i * kN);
   }
 
   // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
