@@ -135,11 +135,13 @@ class ChunkScanner {
   }
 
  private:
-  // One segment of the chunk, while pass 1 runs over it: where it is, where its staged x go, and
-  // each lane's max and min so far.
+  // One segment of the chunk, while pass 1 runs over it: where it is, where its staged x go, each
+  // lane's max and min so far, and which tiles pass 2 is to admit (bit t for tile t, bit
+  // full_tiles for the partial tile).
   struct Segment {
     std::uint64_t begin = 0, full_tiles = 0, tail = 0;
     float* stage = nullptr;
+    std::uint32_t to_admit = 0;
     V max[kRegs], min[kRegs];
   };
 
@@ -159,27 +161,28 @@ class ChunkScanner {
     return segment;
   }
 
-  // Pass 1 over full tile t of `segment`: x loaded (widened, divided, staged), then admission, the
-  // max and min, the rank count.
-  LOGPROBS_CPU_STEP void first_pass_full_tile(const Segment& segment, std::uint64_t t, V* max, V* min) {
+  // Pass 1 over full tile t of `segment`: x loaded (widened, divided, staged), then the threshold
+  // test, the max and min, the rank count. Returns whether the tile may admit.
+  LOGPROBS_CPU_STEP bool first_pass_full_tile(const Segment& segment, std::uint64_t t, V* max, V* min) {
     const D d;
     V x[kTileVectors];
     const std::uint64_t at = segment.begin + t * kTile;
     LoadTile<kDtype>(row_.row, at, x);
     if constexpr (kDivide) divisor_.divide(x);
     for (std::size_t i = 0; kStaged && i < kTileVectors; ++i) hn::Store(x[i], d, segment.stage + t * kTile + i * kN);
-    first_pass_tile(x, at, kTile, max, min);
+    return first_pass_tile(x, kTile, max, min);
   }
 
   // Pass 1 over the segment's full tiles from `t` on, then its partial tile (staged whatever the
   // dtype: -inf past the row's end adds exp(-inf) = 0 and never enters).
   LOGPROBS_CPU_STEP void first_pass_from(Segment& segment, std::uint64_t t) {
-    for (; t < segment.full_tiles; ++t) first_pass_full_tile(segment, t, segment.max, segment.min);
+    for (; t < segment.full_tiles; ++t)
+      segment.to_admit |= std::uint32_t{first_pass_full_tile(segment, t, segment.max, segment.min)} << t;
     if (segment.tail == 0) return;
     const std::uint64_t at = segment.begin + segment.full_tiles * kTile;
     V x[kTileVectors];
     stage_partial_tile(at, segment.tail, segment.stage + segment.full_tiles * kTile, x);
-    first_pass_tile(x, at, segment.tail, segment.max, segment.min);
+    segment.to_admit |= std::uint32_t{first_pass_tile(x, segment.tail, segment.max, segment.min)} << segment.full_tiles;
   }
 
   // A partial tile: its first `valid` x from `at`, then -inf, written to `stage` and loaded.
@@ -188,10 +191,27 @@ class ChunkScanner {
     for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(D(), stage + i * kN);
   }
 
-  // Pass 1 over one tile at `at` whose x are in x[]: admission, the max and min, the rank count.
-  LOGPROBS_CPU_STEP void first_pass_tile(const V* x, std::uint64_t at, std::uint64_t valid, V* max, V* min) {
-    if (HWY_UNLIKELY(TileMayAdmit(x, threshold_, max, min))) admit(x, at, in_.begin + in_.n);
+  // Pass 1 over one tile whose x are in x[]: the threshold test, the max and min, the rank count.
+  // Returns whether the tile may admit: pass 2 admits it (admit_tile), not pass 1.
+  LOGPROBS_CPU_STEP bool first_pass_tile(const V* x, std::uint64_t valid, V* max, V* min) {
+    const bool may_admit = TileMayAdmit(x, threshold_, max, min);
     if (count_rank_) count_at_least_xs(x, valid);
+    return may_admit;
+  }
+
+  // Pass 2's admission of tile t of `done` (x: its x), if pass 1 found it may admit. Why in pass
+  // 2: pass 1's x come from memory, and a branch on them mispredicts only once they arrive; the
+  // flush then drops the loads issued after it, so that memory is waited on again and again. Pass
+  // 2 branches on a bit set a segment earlier, over x that L1 holds. Each call in turn in one
+  // process on Zen 5, 1 thread, against admission in pass 1: 64 x 128256 f32 0.74x the time at K
+  // = 255, 0.70x at 1023, 0.96x at 4095 (2 threads 0.80x / 0.75x / 0.92x), bf16 0.70x at 255,
+  // T = 0.7 0.84x; a row in cache 0.96-1.01x. The threshold only rises, so pass 1's test against
+  // an earlier one lets through every tile that admits now, and admit() tests each lane again.
+  LOGPROBS_CPU_STEP void admit_tile(const Segment& done, const float* HWY_RESTRICT x, std::uint64_t t) {
+    if (HWY_LIKELY(((done.to_admit >> t) & 1) == 0)) return;
+    V tile[kTileVectors];
+    for (std::size_t i = 0; i < kTileVectors; ++i) tile[i] = hn::LoadU(D(), x + t * kTile + i * kN);
+    admit(tile, done.begin + t * kTile, in_.begin + in_.n);
   }
 
   // Pass 2 over one tile of x at p: each lane's term (E0 + E1) + (E2 + E3), added to its sum.
@@ -232,15 +252,23 @@ class ChunkScanner {
     // K = 0 to 255, 1 thread, three alternating runs: 2-8% slower).
     V max[kRegs], min[kRegs];
     for (std::size_t h = 0; h < kRegs; ++h) max[h] = next.max[h], min[h] = next.min[h];
+    std::uint32_t to_admit = 0;
     for (std::uint64_t t = 0; t < both; ++t) {
-      first_pass_full_tile(next, t, max, min);
+      to_admit |= std::uint32_t{first_pass_full_tile(next, t, max, min)} << t;
       second_pass_tile<kDomain>(x + t * kTile, m, lanes, prefetch + t * kPrefetchLines * 64, table);
+      admit_tile(done, x, t);
     }
+    next.to_admit = to_admit;
     for (std::size_t h = 0; h < kRegs; ++h) next.max[h] = max[h], next.min[h] = min[h];
     first_pass_from(next, both);
-    for (std::uint64_t t = both; t < done.full_tiles; ++t)
+    for (std::uint64_t t = both; t < done.full_tiles; ++t) {
       second_pass_tile<kDomain>(x + t * kTile, m, lanes, prefetch + t * kPrefetchLines * 64, table);
-    if (done.tail > 0) second_pass_tile<kDomain>(done.stage + done.full_tiles * kTile, m, lanes, prefetch, table);
+      admit_tile(done, x, t);
+    }
+    if (done.tail > 0) {
+      second_pass_tile<kDomain>(done.stage + done.full_tiles * kTile, m, lanes, prefetch, table);
+      admit_tile(done, done.stage, done.full_tiles);
+    }
     return LaneTree(lanes);
   }
 
@@ -278,6 +306,8 @@ class ChunkScanner {
       // m = +inf or -inf (only -inf and NaN): every term is exp of NaN or of -inf, 0 by the
       // definition, so the sum is 0; NaN is looked for.
       first_pass_from(next, 0);
+      for (std::uint64_t t = 0; t < done.full_tiles; ++t) admit_tile(done, x, t);
+      if (done.tail > 0) admit_tile(done, done.stage, done.full_tiles);
       has_nan_ |= HoldsNaN(x, done.full_tiles * kTile) || HoldsNaN(done.stage + done.full_tiles * kTile, done.tail);
       return partial;
     }
