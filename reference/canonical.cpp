@@ -16,7 +16,7 @@ void compute_row(const RaggedBatch& batch, const RowTask& task, std::uint32_t k,
   std::vector<float> x(vocab);
   read_row(batch, task, x);
   std::uint32_t flags = 0;
-  std::vector<canonical::Partial> parts((vocab + canonical::kSegment - 1) / canonical::kSegment);
+  std::vector<canonical::Partial> parts(canonical::segment_count(vocab));
   const canonical::Partial row = canonical::row_partial(x.data(), vocab, flags, parts.data());  // sets flags
   const double n = canonical::normalizer(row, flags);
 

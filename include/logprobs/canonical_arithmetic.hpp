@@ -47,6 +47,10 @@ inline constexpr int kLanes = 16;                               // logical lanes
 inline constexpr int kSteps = 4;                                // a lane's entries per tile
 inline constexpr std::uint64_t kTile = kLanes * kSteps;         // 64 entries
 inline constexpr int kTilesPerSegment = int(kSegment / kTile);  // 16
+
+// The segments of a row (or chunk) of n entries, the last one possibly shorter.
+LOGPROBS_CANONICAL_HD constexpr std::uint64_t segment_count(std::uint64_t n) { return (n + kSegment - 1) / kSegment; }
+
 // exp_f32 of anything below it is 0. Every sum the exp feeds holds a term exp(0) = 1 (a segment's
 // max; combine's larger part), and e^-50 is 2^-72.1: the terms it drops from a row of V < 2^32
 // entries weigh under 2^-40 of its sum, far below the f32 sums' own rounding (SPEC §5's floor is
@@ -243,7 +247,7 @@ LOGPROBS_CANONICAL_HD Partial segment_partial(const float* x, std::uint64_t n, s
 }
 
 // The whole row's partial: the pairwise tree over its segments. `parts` holds at least
-// ceil(vocab / kSegment) partials of scratch.
+// segment_count(vocab) partials of scratch.
 LOGPROBS_CANONICAL_HD Partial row_partial(const float* x, std::uint64_t vocab, std::uint32_t& flags, Partial* parts) {
   std::uint64_t count = 0;
   for (std::uint64_t begin = 0; begin < vocab; begin += kSegment) {

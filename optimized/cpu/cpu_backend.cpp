@@ -147,7 +147,7 @@ class CpuBackend final : public Backend {
   void scan_chunks(const RowSource& row, std::uint64_t vocab, float threshold, bool ranks, float xs,
                    CandidateBuffer& buffer, std::uint64_t first, std::span<ChunkScan> chunks) const {
     const std::uint64_t begin = first * kChunk, end = std::min(vocab, (first + chunks.size()) * kChunk);
-    const bool by_maxima = admits_by_maxima(buffer.k(), cpu::segment_count(end - begin));
+    const bool by_maxima = admits_by_maxima(buffer.k(), canonical::segment_count(end - begin));
     buffer.raise_threshold(by_maxima ? std::numeric_limits<float>::infinity() : threshold);
     for (std::uint64_t c = 0; c < chunks.size(); ++c)
       chunks[c] = scan_(chunk_input(row, vocab, first + c, ranks, xs), buffer);
@@ -178,7 +178,7 @@ class CpuBackend final : public Backend {
     thread_local std::vector<std::uint32_t> candidates;  // those whose max is above the threshold
     maxima.clear();
     for (std::uint64_t at = begin; const ChunkScan& chunk : chunks) {
-      const std::uint64_t segments = cpu::segment_count(std::min(kChunk, end - at));
+      const std::uint64_t segments = canonical::segment_count(std::min(kChunk, end - at));
       maxima.insert(maxima.end(), chunk.segment_max.begin(), chunk.segment_max.begin() + segments);
       at += kChunk;
     }

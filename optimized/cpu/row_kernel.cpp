@@ -95,7 +95,7 @@ class ChunkScanner {
   ChunkScan run() {
     buffer_.start_chunk();
     canonical::Partial parts[canonical::kGroupSegments];
-    const std::uint64_t count = segment_count(in_.n);
+    const std::uint64_t count = canonical::segment_count(in_.n);
     Segment current = segment_at(0);
     first_pass_from(current, 0);
     for (std::uint64_t g = 0; g < count; ++g) {

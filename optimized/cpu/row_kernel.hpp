@@ -17,11 +17,6 @@ namespace logprobs::cpu {
 // shorter), so that chunks reduce apart and then together (canonical_arithmetic.hpp).
 inline constexpr std::uint64_t kChunk = canonical::kGroupSegments * canonical::kSegment;
 
-// The segments of n entries (the last one may be shorter).
-inline constexpr std::uint64_t segment_count(std::uint64_t n) {
-  return (n + canonical::kSegment - 1) / canonical::kSegment;
-}
-
 struct ChunkInput {
   const RowSource* row = nullptr;
   std::uint64_t begin = 0;  // the chunk's first entry, a multiple of kChunk

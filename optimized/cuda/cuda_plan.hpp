@@ -45,8 +45,6 @@ inline constexpr int kThresholdCounters = 4;  // pass 1's root, pass 2, refine, 
 
 enum class Path : std::uint8_t { stats_only, merge_tree, threshold };
 
-LOGPROBS_HD std::uint64_t segments_for(std::uint64_t vocab) { return (vocab + kSegment - 1) / kSegment; }
-
 // ---- The merge tree over a row's segments -----------------------------------------------------
 
 // Level 0 holds the segments; node k of level l + 1 has children [k F, k F + F) of level l (the
@@ -94,12 +92,12 @@ LOGPROBS_HD MergeItem merge_item(const Tree& t, std::uint64_t node, std::uint32_
 LOGPROBS_HD bool path_valid(std::uint64_t vocab, std::uint32_t k, Path path) {
   if (path == Path::stats_only) return k == 0;
   if (k == 0) return false;
-  return path == Path::threshold || segments_for(vocab) == 1 || k <= kCtaItems / 2;
+  return path == Path::threshold || canonical::segment_count(vocab) == 1 || k <= kCtaItems / 2;
 }
 
 LOGPROBS_HD Path choose_path(std::uint64_t vocab, std::uint32_t k) {
   if (k == 0) return Path::stats_only;
-  const std::uint64_t segments = segments_for(vocab);
+  const std::uint64_t segments = canonical::segment_count(vocab);
   if (segments == 1) return Path::merge_tree;  // one CTA holds the row: any K
   if (k > kCtaItems / 2) return Path::threshold;
   return make_tree(segments, kCtaItems / k).depth <= kMaxMergeDepth ? Path::merge_tree : Path::threshold;
@@ -188,7 +186,7 @@ LOGPROBS_HD LaunchPlan plan_launch_with(std::uint64_t output_rows, std::uint64_t
                                         std::uint64_t workspace_budget = kDefaultWorkspaceBudget) {
   LaunchPlan p{};
   p.vocab = vocab;
-  p.segments = segments_for(vocab);
+  p.segments = canonical::segment_count(vocab);
   p.k = k;
   p.path = path;
   p.tree = make_tree(p.segments, path == Path::merge_tree && p.segments > 1 ? kCtaItems / k : p.segments);
