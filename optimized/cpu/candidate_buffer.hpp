@@ -158,7 +158,8 @@ class alignas(64) CandidateBuffer {
   std::vector<float> parts_[3];      // the partition's rounds: the live values and the two sides
   std::vector<std::uint32_t> keys_;  // selection workspace (radix)
   std::vector<float> sample_;        // selection workspace (a bracket's sample, and the values in it)
-  std::vector<float> bracket_;
+  std::vector<float> bracket_;       // the values in a sample's bracket
+  std::vector<float> inner_bracket_;  // those in a bracket within it
   bool seeded_ = false;
   int compactions_in_chunk_ = 0;
   std::uint64_t last_compaction_at_ = 0;
@@ -169,6 +170,8 @@ class alignas(64) CandidateBuffer {
   // Both can also count the values above the k-th into *greater (where not null).
   float select_by_partition(const float* values, std::size_t n, std::size_t k, std::size_t* greater = nullptr);
   bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth, std::size_t* greater);
+  bool bracket_kth(const float* values, std::size_t n, std::size_t k, std::vector<float>& out, std::size_t* inside,
+                   std::size_t* above);
   float select_by_radix(const float* values, std::size_t n, std::size_t k);
 };
 

