@@ -100,8 +100,8 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
     counts.above += CompressLanes(d, v, hn::Gt(v, pivot_v), above + counts.above);
     counts.below += CompressLanes(d, v, hn::Lt(v, pivot_v), below + counts.below);
   };
-  // Two vectors an iteration, the same work in the same order: on Zen 5 cut_of_row (a row of
-  // 128256 in L2 at K = 65535, its quickselects) took 0.80x the time of the loop of one vector.
+  // Two vectors an iteration, the same work in order: on Zen 5, cut_of_row at K = 65535 (a row of
+  // 128256 in L2; its quickselects split) took 0.80x the time it took with one vector an iteration.
   std::size_t i = 0;
   for (; i + 2 * lanes <= n; i += 2 * lanes) {
     split(hn::LoadU(d, values + i));
