@@ -120,6 +120,12 @@ SplitCounts SplitAtPivot(const float* HWY_RESTRICT values, std::size_t n, float 
   return counts;
 }
 
+// values[i] = canonical::output_value(values[i], normalizer) for i < n, in place, at a finite
+// normalizer: float(double(x) + normalizer), exact widening, one double addition, one rounding to
+// f32 (x86's vcvtpd2ps rounds to nearest and overflows to inf, as the scalar conversion does).
+// Half a vector at a time, the halves loaded and stored as such: no lane crosses a half. Highway
+// 1.0.3's portable DemoteTo saturates at FLT_MAX where a slot needs -inf (x and n near -FLT_MAX):
+// the definition lane by lane there.
 void ToOutputValues(float* HWY_RESTRICT values, std::size_t n, double normalizer) {
   std::size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
