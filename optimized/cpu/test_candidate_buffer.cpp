@@ -197,7 +197,7 @@ TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
         const float v = normal(rng);
         x[i] = shape == 0 ? v : shape == 1 ? std::round(v * 8.0f) / 8.0f : shape == 2 ? float(i) * 0.01f : 2.5f;
       }
-      for (const std::size_t k : {n / 8, std::size_t{4095}, n / 2, n - n / 5, n - 1})
+      for (const std::size_t k : {n / 8, std::size_t{4095}, n / 2, std::size_t{16383}, n - n / 5, n - 1})
         expect_row_cut_is_exact(
             x, std::uint32_t(k),
             "V " + std::to_string(n) + ", shape " + std::to_string(shape) + ", K " + std::to_string(k));
