@@ -308,11 +308,22 @@ class ChunkScanner {
       first_pass_from(next, 0);
       for (std::uint64_t t = 0; t < done.full_tiles; ++t) admit_tile(done, x, t);
       if (done.tail > 0) admit_tile(done, done.stage, done.full_tiles);
-      has_nan_ |= HoldsNaN(x, done.full_tiles * kTile) || HoldsNaN(done.stage + done.full_tiles * kTile, done.tail);
+      if (HoldsNaN(x, done.full_tiles * kTile) || HoldsNaN(done.stage + done.full_tiles * kTile, done.tail))
+        holds_nan(done, x, partial);
       return partial;
     }
-    has_nan_ |= std::isnan(partial.sum);
+    if (std::isnan(partial.sum)) holds_nan(done, x, partial);
     return partial;
+  }
+
+  // A segment that holds a NaN makes the row's normalizer NaN (SPEC §3), but its max still ranks
+  // it for admission by segment maxima (cpu_backend.cpp), where a max too small would skip the
+  // segment that holds the top entries: the max of its numbers, looked for entry by entry (a cold
+  // path: NaN rows only), where pass 1's lanewise maxima can miss one (LargestNumber says why).
+  void holds_nan(const Segment& done, const float* x, canonical::Partial& partial) {
+    has_nan_ = true;
+    partial.max = std::max(LargestNumber(x, done.full_tiles * kTile),
+                           LargestNumber(done.stage + done.full_tiles * kTile, done.tail));
   }
 
   // SPEC §2.9's count over the tile's first `valid` entries (the padding of a partial tile is -inf,

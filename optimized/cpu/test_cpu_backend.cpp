@@ -258,17 +258,50 @@ TEST_P(CpuBackendPerTarget, SpecialRowsGiveTheCanonicalBits) {
 // NaN in every tile, in one of its four steps (16 entries apart in a logical lane), the step
 // changing from row to row: a NaN must hide no entry of its lane from admission (on AVX-512 pass
 // 1 tests a tile's lanewise max, which x86's maxps, returning its second operand when either is
-// NaN, would have made the NaN's and not the entry's), and the row must still be flagged NaN.
+// NaN, would have made the NaN's and not the entry's; and which vrangeps, returning a quiet NaN
+// for a signaling one, would have lost with the next vrangeps: the campaign found a K = 1 row so),
+// and the row must still be flagged NaN. Quiet and signaling NaNs; K = 1 and 3 take admission by
+// segment maxima (3000 entries, 3 segments; 12000, 12), 20 a running threshold.
 TEST_P(CpuBackendPerTarget, NaNInEveryTileHidesNoEntryOfItsLane) {
   std::mt19937_64 rng(46);
   const Backend& canonical = *find_backend(kCanonicalName);
-  BatchData batch = batch_of_one_kind(8, 3000, rng, RowKind::Normal);
-  for (std::uint64_t r = 0; r < batch.rows; ++r)
-    for (std::uint64_t j = 0; j < batch.vocab; ++j)
-      if (j % canonical::kTile / canonical::kLanes == r % canonical::kSteps) batch.row(r)[j] = kNaN;
-  for (const std::uint32_t k : {1u, 20u}) {
-    EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
-        << "K " << k;
+  for (const bool signaling : {false, true}) {
+    const float nan = signaling ? std::numeric_limits<float>::signaling_NaN() : kNaN;
+    for (const std::uint64_t vocab : {3000u, 12000u}) {
+      BatchData batch = batch_of_one_kind(8, vocab, rng, RowKind::Normal);
+      for (std::uint64_t r = 0; r < batch.rows; ++r)
+        for (std::uint64_t j = 0; j < batch.vocab; ++j)
+          if (j % canonical::kTile / canonical::kLanes == r % canonical::kSteps) batch.row(r)[j] = nan;
+      for (const std::uint32_t k : {1u, 3u, 20u}) {
+        EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+            << (signaling ? "signaling" : "quiet") << " NaN, V " << vocab << ", K " << k;
+      }
+    }
+  }
+}
+
+// A segment that holds a NaN is ranked by the largest of its numbers, taken entry by entry
+// (row_kernel.cpp's holds_nan), and flags its row NaN even where its lanes' maxima are not finite
+// (only -inf beside the NaN). Rows of 3000 entries (3 segments, the last ending in a partial
+// tile), each with one such segment: the first, whose top entry is its first and the rest far
+// below the other segments; the second, -inf but a NaN in its full tiles; the third, -inf but a
+// NaN in its partial tile. K = 1 admits by segment maxima, 20 by a running threshold.
+TEST_P(CpuBackendPerTarget, NaNSegmentsAreRankedByTheirLargestNumber) {
+  std::mt19937_64 rng(47);
+  const Backend& canonical = *find_backend(kCanonicalName);
+  for (const bool signaling : {false, true}) {
+    const float nan = signaling ? std::numeric_limits<float>::signaling_NaN() : kNaN;
+    BatchData batch = batch_of_one_kind(6, 3000, rng, RowKind::Normal);
+    for (std::uint64_t r = 0; r < batch.rows; ++r) {
+      float* x = batch.row(r);
+      const std::uint64_t first = 1024 * (r % 3), end = std::min<std::uint64_t>(first + 1024, 3000);
+      for (std::uint64_t j = first; j < end; ++j) x[j] = r % 3 == 0 ? -20.0f : -kInf;
+      if (r % 3 == 0) x[0] = 50.0f;
+      x[r % 3 == 2 ? 2990 : first + 700] = nan;
+    }
+    for (const std::uint32_t k : {1u, 20u})
+      EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
+          << (signaling ? "signaling" : "quiet") << " NaN, K " << k;
   }
 }
 
