@@ -65,13 +65,15 @@ HWY_NOINLINE float CompactOrSeed(CandidateBuffer& buffer, const RowSource& row, 
 }
 
 // kDtype and kDivide (a temperature) are template parameters so that the loops hold no branch on
-// them; kStaged: x differs from the row's bytes, so pass 1 writes it for pass 2 to read.
+// them; kStaged: x differs from the row's bytes, so pass 1 writes it for pass 2 to read. kAdmits
+// false: the threshold is +inf (K = 0, admission by segment maxima, the large-K cut), which only
+// rises, so the scan admits nothing and pass 1 takes no threshold test (ScanOrAdmit says why).
 // Everything run() calls per segment is inline (LOGPROBS_CPU_STEP, but on the targets without an
 // fma instruction): out of line, each segment's Segment (its extremes, two vectors) crossed calls
 // through the stack, written as scalars and read back as vectors, and each call reloaded the exp's
 // constants (1 and 64 x 128256 f32 and bf16, K = 0 and 20, 1 thread, two alternating runs on Zen 5:
 // 4-7% faster inlined).
-template <LogitsDtype kDtype, bool kDivide>
+template <LogitsDtype kDtype, bool kDivide, bool kAdmits>
 class ChunkScanner {
   static constexpr bool kStaged = kDtype != LogitsDtype::f32 || kDivide;
   // Pass 2 asks for the segment this many ahead, a segment's cache lines spread over its 16 tiles.
@@ -194,7 +196,12 @@ class ChunkScanner {
   // Pass 1 over one tile whose x are in x[]: the threshold test, the max and min, the rank count.
   // Returns whether the tile may admit: pass 2 admits it (admit_tile), not pass 1.
   LOGPROBS_CPU_STEP bool first_pass_tile(const V* x, std::uint64_t valid, V* max, V* min) {
-    const bool may_admit = TileMayAdmit(x, threshold_, max, min);
+    bool may_admit = false;
+    if constexpr (kAdmits) {
+      may_admit = TileMayAdmit(x, threshold_, max, min);
+    } else {
+      TileExtremes(x, max, min);
+    }
     if (count_rank_) count_at_least_xs(x, valid);
     return may_admit;
   }
@@ -208,7 +215,7 @@ class ChunkScanner {
   // T = 0.7 0.84x; a row in cache 0.96-1.01x. The threshold only rises, so pass 1's test against
   // an earlier one lets through every tile that admits now, and admit() tests each lane again.
   LOGPROBS_CPU_STEP void admit_tile(const Segment& done, const float* HWY_RESTRICT x, std::uint64_t t) {
-    if (HWY_LIKELY(((done.to_admit >> t) & 1) == 0)) return;
+    if (!kAdmits || HWY_LIKELY(((done.to_admit >> t) & 1) == 0)) return;
     V tile[kTileVectors];
     for (std::size_t i = 0; i < kTileVectors; ++i) tile[i] = hn::LoadU(D(), x + t * kTile + i * kN);
     admit(tile, done.begin + t * kTile, in_.begin + in_.n);
@@ -377,12 +384,24 @@ class ChunkScanner {
   HWY_ALIGN float stage_[2][canonical::kSegment];
 };
 
+// A scan from a threshold of +inf admits nothing (x > +inf is false for every x, and the threshold
+// only rises), so it leaves out pass 1's threshold test: calls in turn in one process on Zen 5, at
+// K = 0 and 20 (admission by segment maxima), AVX-512: 64 x 128256 f32 0.96x the time, bf16 0.95x,
+// T = 0.7 0.95-0.96x, 1 x 128256 0.96x (2 threads 0.97-0.98x); AVX2: 1 x 128256 f32 0.91x. A
+// scanner more per dtype and divisor adds to this file's build (the sanitizers' build of it took
+// 78 s, 124 s with them all), so only where the targets are: f32 and bf16, on the targets
+// with an fma instruction (the others are slow anyway); f16 rows keep the test (105 s).
 template <LogitsDtype kDtype, bool kDivide>
 ChunkScan ScanOrAdmit(const ChunkInput& in, CandidateBuffer& buffer) {
-  ChunkScanner<kDtype, kDivide> scanner(in, buffer);
-  if (in.admit_segments.empty()) return scanner.run();
-  scanner.admit_only();
-  return {};
+  if (!in.admit_segments.empty()) {
+    ChunkScanner<kDtype, kDivide, true>(in, buffer).admit_only();
+    return {};
+  }
+  if constexpr (kNativeFma && kDtype != LogitsDtype::f16) {
+    if (buffer.threshold() == std::numeric_limits<float>::infinity())
+      return ChunkScanner<kDtype, kDivide, false>(in, buffer).run();
+  }
+  return ChunkScanner<kDtype, kDivide, true>(in, buffer).run();
 }
 
 template <LogitsDtype kDtype>
