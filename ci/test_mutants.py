@@ -304,6 +304,10 @@ def test_run(toy, work):
                   "--target", "test_toy", "--work-dir", work / "w", "--json", work / "n.json")
     check(results(work / "n.json")[1] == [("killed", "test")] and "its stages not run" in run.stdout
           and "tests in" not in run.stdout, f"--no-baseline and --target: the mutant's stages only: {run.stdout}")
+    run = mutants(toy, *selects("lt_to_le:i = 0; i < n"), "--stages", "tests", "--target", "toy", "--work-dir",
+                  work / "w", "--json", work / "s.json")
+    check(run.returncode == 2 and "run test_toy, which --target does not build" in run.stderr,
+          f"--target that leaves the chosen test's program as the last build made it: {run.stderr}")
     run = mutants(toy, *selects("sub1_to_add1:v[n - 1]"), "--preset", "asan", "--work-dir", work / "asan",
                   "--json", work / "asan.json", "--stages", "tests")
     report, got = results(work / "asan.json")
