@@ -193,8 +193,8 @@ class ChunkScanner {
     for (std::size_t i = 0; i < kTileVectors; ++i) x[i] = hn::Load(D(), stage + i * kN);
   }
 
-  // Pass 1 over one tile whose x are in x[]: the threshold test, the max and min, the rank count.
-  // Returns whether the tile may admit: pass 2 admits it (admit_tile), not pass 1.
+  // Pass 1 over one tile whose x are in x[]: the threshold test (where the scan admits), the max
+  // and min, the rank count. Returns whether the tile may admit: pass 2 admits it (admit_tile).
   LOGPROBS_CPU_STEP bool first_pass_tile(const V* x, std::uint64_t valid, V* max, V* min) {
     bool may_admit = false;
     if constexpr (kAdmits) {

@@ -242,6 +242,8 @@ HWY_INLINE void TileExtremes(const V* x, V* max, V* min) {
   {
     const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
     const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
+    // As in TileMayAdmit, hn::Max and Min keep max[0]'s and min[0]'s lane where top's or bottom's
+    // is NaN.
     max[0] = hn::Max(top, max[0]);
     min[0] = hn::Min(bottom, min[0]);
     return;
