@@ -278,7 +278,8 @@ class CpuBackend final : public Backend {
     // f32, K = 0, 1 thread: 7.2 -> 3.5 us; 1 x 128256: 16.7 -> 13.7 us). A plain loop, not an
     // orphaned `omp for`, which inside a caller's parallel region would share the rows with
     // threads that are not in this call.
-    if (tasks.size() <= 1 || openmp_max_threads() == 1) {
+    const int threads = openmp_max_threads();
+    if (tasks.size() <= 1 || threads == 1) {
       RowScratch& scratch = thread_scratch(chunks);
       for (const RowTask& task : tasks) whole_row(batch, task, k, out, scratch);
       return;
@@ -289,7 +290,7 @@ class CpuBackend final : public Backend {
     // f32 at 2 threads: 0.95-0.97x the time at K = 0 to 65535 (bf16 1.00x; 16 rows 0.98x). Larger
     // runs leave a longer tail: 16 rows a grab read 1.11x at K = 0, and a static split 0.93x in two
     // runs and 1.18x in one.
-    const int rows_per_grab = tasks.size() >= 8 * std::size_t(openmp_max_threads()) ? 4 : 1;
+    const int rows_per_grab = tasks.size() >= 8 * std::size_t(threads) ? 4 : 1;
 #pragma omp parallel
     {
       RowScratch& scratch = thread_scratch(chunks);

@@ -231,21 +231,26 @@ class TileDivisor {
   [[maybe_unused]] bool t_in_range_;
 };
 
+#if LOGPROBS_CPU_AVX512
+// The tile into the lanes' maxima and minima, from its pairs' maxima top01 (of x[0] and x[1]) and
+// top23: trees of vrangeps (3 each) and their merges. A lane of the max or of the min is NaN only
+// where both pairs' are; hn::Max and Min then keep max[0]'s and min[0]'s.
+HWY_INLINE void TakeTile(const V* x, V top01, V top23, V* max, V* min) {
+  const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
+  max[0] = hn::Max(MaxIgnoringNaN(top01, top23), max[0]);
+  min[0] = hn::Min(bottom, min[0]);
+}
+#endif
+
 // The tile taken into the lanes' maxima and minima: TileMayAdmit's extremes without its test, for
 // a scan that admits nothing (its threshold is +inf). On AVX-512 that is two operations fewer a
 // tile, the compares, which Zen 5 runs beside neither its fmas nor its adds: loops of independent
 // operations ran fma and compare at 2.4 a cycle, add and compare at 2.3, fma and add at 4
-// (optimized/cpu/README.md). There TileMayAdmit keeps trees of its own: written over this one, its
-// pairs' maxima, taken twice in the source, cost 1.01-1.05x the time at K = 4095 (64 x 128256 f32).
+// (optimized/cpu/README.md).
 HWY_INLINE void TileExtremes(const V* x, V* max, V* min) {
 #if LOGPROBS_CPU_AVX512
   {
-    const V top = MaxIgnoringNaN(MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]));
-    const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
-    // As in TileMayAdmit, hn::Max and Min keep max[0]'s and min[0]'s lane where top's or bottom's
-    // is NaN.
-    max[0] = hn::Max(top, max[0]);
-    min[0] = hn::Min(bottom, min[0]);
+    TakeTile(x, MaxIgnoringNaN(x[0], x[1]), MaxIgnoringNaN(x[2], x[3]), max, min);
     return;
   }
 #endif
@@ -274,12 +279,9 @@ HWY_INLINE bool TileMayAdmit(const V* x, V threshold, V* max, V* min) {
   const D d;
 #if LOGPROBS_CPU_AVX512
   {
+    // The pairs' maxima once, for the trees and the test.
     const V top01 = MaxIgnoringNaN(x[0], x[1]), top23 = MaxIgnoringNaN(x[2], x[3]);
-    const V bottom = MinIgnoringNaN(MinIgnoringNaN(x[0], x[1]), MinIgnoringNaN(x[2], x[3]));
-    // A lane of the max or of bottom is NaN only where both pairs' are; hn::Max and Min then keep
-    // max[0]'s and min[0]'s.
-    max[0] = hn::Max(MaxIgnoringNaN(top01, top23), max[0]);
-    min[0] = hn::Min(bottom, min[0]);
+    TakeTile(x, top01, top23, max, min);
     return EitherAbove(top01, top23, threshold);
   }
 #endif
