@@ -299,6 +299,13 @@ class ChunkScanner {
     // pointer arithmetic past the row's end is undefined.
     const std::uintptr_t prefetch = reinterpret_cast<std::uintptr_t>(row_.entry(done.begin)) +
                                     kPrefetchSegments * canonical::kSegment * dtype_bytes(kDtype);
+    // And the same segment's first line in the row below, a row ahead: the line that the next
+    // row's speculation samples first thing (candidate_buffer.hpp), in a page whose translation
+    // is then at hand when the scan streams it. Each call in turn in one process on Zen 5, 64 x
+    // 128256 f32, 1 thread: 0.95-0.98x the time at K = 0, 0.97-0.98x at K = 255 and 4095; the line
+    // 16 or 48 segments ahead in the same row instead, 0.96x at K = 0 but 0.99x at K = 255.
+    if (row_.row_below != 0)
+      __builtin_prefetch(reinterpret_cast<const void*>(row_.row_below + done.begin * dtype_bytes(kDtype)));
     // NaN: pass 1 does not see it (neither the maxima nor the minima take a NaN lane), but with
     // m finite the sum does: its terms are exp's for x - m in [kExpFloor, 0], or 0 below, or NaN
     // for NaN (kNaNStays), so the sum is NaN iff the segment holds a NaN. Its bits are then not the

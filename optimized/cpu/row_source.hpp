@@ -19,6 +19,10 @@ struct RowSource {
   const std::byte* row = nullptr;  // entry 0 of the row
   LogitsDtype dtype = LogitsDtype::f32;
   std::optional<float> temperature;
+  // Where the row below this one in its batch starts, 0 where unknown: what a thread that scans
+  // whole rows mostly reads next. An address, not a pointer: past the batch's last row it points
+  // at nothing, and is only ever prefetched.
+  std::uintptr_t row_below = 0;
 
   // A plain f32 row.
   explicit RowSource(const float* f32_row) : row(reinterpret_cast<const std::byte*>(f32_row)) {}
@@ -26,7 +30,10 @@ struct RowSource {
   // divides to a quiet one, and a NaN makes the row's normalizer and every output value the one
   // quiet NaN and is never a candidate (SPEC §3), so no output bit depends on which NaN it is. So
   // an f32 row at T = 1 is plain: read in place, and cut from the row from K >= V / 4.
-  RowSource(const RaggedBatch& batch, const RowTask& task) : row(batch.row_bytes(task.logit_row)), dtype(batch.dtype) {
+  RowSource(const RaggedBatch& batch, const RowTask& task)
+      : row(batch.row_bytes(task.logit_row)),
+        dtype(batch.dtype),
+        row_below(reinterpret_cast<std::uintptr_t>(row) + batch.row_stride * dtype_bytes(batch.dtype)) {
     if (batch.has_temperatures() && (*batch.temperatures)[task.batch_item] != 1.0f)
       temperature = (*batch.temperatures)[task.batch_item];
   }
