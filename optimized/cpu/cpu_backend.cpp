@@ -199,17 +199,18 @@ class CpuBackend final : public Backend {
     scan_chunks(row, vocab, kNegInf, false, 0.0f, buffer, 0, scratch);
   }
 
-  // A row's buffer and its chunks' statistics, reused from row to row and from call to call by
-  // one thread (and by split_rows for its samples and merges). Made per call, a decode step at
-  // large K paid for fresh memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew
-  // for each call whenever it is above malloc's (moving) mmap threshold, and its pages were then
-  // faulted in and zeroed every time (1 x 128256, 1 thread: a quarter of perf's samples in page
-  // faults and memset, 0.76-0.79 ms a call; kept, 0.23 ms). Kept, it holds that memory per thread
-  // until the thread exits.
+  // A row's buffer and its chunks' statistics, reused from row to row and from call to call by one
+  // thread (and by split_rows for its samples, parts and merges). Made per call, a decode step at
+  // large K paid for fresh memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew for
+  // each call whenever it is above malloc's (moving) mmap threshold, and its pages were then faulted
+  // in and zeroed every time (1 x 128256, 1 thread: a quarter of perf's samples in page faults and
+  // memset, 0.76-0.79 ms a call; kept, 0.23 ms). Kept, it holds that memory per thread until the
+  // thread exits.
   struct RowScratch {
     CandidateBuffer buffer;
     std::vector<ChunkScan> scans, ignored;
-    std::vector<float> x;  // a row's x, where they are not its bytes (cut_from_row)
+    std::vector<float> x;                // a row's x, where they are not its bytes (cut_from_row)
+    std::vector<CandidateBuffer> parts;  // split_rows' buffers, one a part, of the calling thread
   };
   static RowScratch& thread_scratch(std::uint64_t chunks) {
     thread_local RowScratch scratch;
@@ -316,14 +317,20 @@ class CpuBackend final : public Backend {
     for (const RowTask& task : tasks) rows.emplace_back(batch, task);
     // The row samples are few and cheap (fewer rows than threads), so take them serially.
     std::vector<float> speculative(tasks.size()), xs(tasks.size());
-    CandidateBuffer& sampler = thread_scratch(chunks).buffer;
+    RowScratch& caller = thread_scratch(chunks);
+    CandidateBuffer& sampler = caller.buffer;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       sampler.reset(k);
       speculative[t] = sampler.speculative_threshold(rows[t], batch.vocab);
       xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
     }
-    // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans.
-    std::vector<CandidateBuffer> survivors(tasks.size() * parts);
+    // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans. The
+    // buffers are kept from call to call: made per call, each was allocated here, grown and zeroed
+    // by the thread that scans its part and freed here, and a decode step (1 x 128256 f32, 2
+    // threads, calls in turn in one process on Zen 5) took 1.05x the time at K = 0, 1.10x at 20 and
+    // 255.
+    if (caller.parts.size() < tasks.size() * parts) caller.parts.resize(tasks.size() * parts);
+    const std::span<CandidateBuffer> survivors(caller.parts.data(), tasks.size() * parts);
     std::vector<ChunkScan> scans(tasks.size() * chunks);
     // The thread that scans a row's last outstanding part also merges the row, so the whole step
     // is one parallel loop with no barrier in between (a barrier costs a scheduler quantum on a
