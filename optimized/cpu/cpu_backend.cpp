@@ -209,8 +209,15 @@ class CpuBackend final : public Backend {
   struct RowScratch {
     CandidateBuffer buffer;
     std::vector<ChunkScan> scans, ignored;
-    std::vector<float> x;                // a row's x, where they are not its bytes (cut_from_row)
-    std::vector<CandidateBuffer> parts;  // split_rows' buffers, one a part, of the calling thread
+    std::vector<float> x;  // a row's x, where they are not its bytes (cut_from_row)
+    // split_rows' rows, samples and parts (their buffers and their chunks' statistics), where the
+    // calling thread keeps them: split_rows says why.
+    struct SplitState {
+      std::vector<RowSource> rows;
+      std::vector<float> speculative, xs;
+      std::vector<CandidateBuffer> parts;
+      std::vector<ChunkScan> scans;
+    } split;
   };
   static RowScratch& thread_scratch(std::uint64_t chunks) {
     thread_local RowScratch scratch;
@@ -313,25 +320,33 @@ class CpuBackend final : public Backend {
     const std::uint64_t threads = std::uint64_t(openmp_max_threads());
     if (tasks.empty()) return;
     const std::uint64_t parts = std::min(chunks, (threads + tasks.size() - 1) / tasks.size());
-    std::vector<RowSource> rows;
+    // The step's state is the calling thread's from call to call. Made per call, each part's
+    // buffer was allocated here, grown and zeroed by the thread that scans the part and freed here
+    // again: a decode step (1 x 128256 f32 at 2 threads, calls in turn in one process on Zen 5)
+    // took 1.05x the time at K = 0 and 1.10x at 20 and 255; the other vectors made per call, 1.02x
+    // to 1.03x more.
+    RowScratch& caller = thread_scratch(chunks);
+    RowScratch::SplitState& state = caller.split;
+    std::vector<RowSource>& rows = state.rows;
+    rows.clear();
     for (const RowTask& task : tasks) rows.emplace_back(batch, task);
     // The row samples are few and cheap (fewer rows than threads), so take them serially.
-    std::vector<float> speculative(tasks.size()), xs(tasks.size());
-    RowScratch& caller = thread_scratch(chunks);
+    std::vector<float>& speculative = state.speculative;
+    std::vector<float>& xs = state.xs;
+    speculative.resize(tasks.size());
+    xs.resize(tasks.size());
     CandidateBuffer& sampler = caller.buffer;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       sampler.reset(k);
       speculative[t] = sampler.speculative_threshold(rows[t], batch.vocab);
       xs[t] = out.ranks ? rows[t].at(tasks[t].token) : 0.0f;
     }
-    // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans. The
-    // buffers are kept from call to call: made per call, each was allocated here, grown and zeroed
-    // by the thread that scans its part and freed here, and a decode step (1 x 128256 f32, 2
-    // threads, calls in turn in one process on Zen 5) took 1.05x the time at K = 0, 1.10x at 20 and
-    // 255.
-    if (caller.parts.size() < tasks.size() * parts) caller.parts.resize(tasks.size() * parts);
-    const std::span<CandidateBuffer> survivors(caller.parts.data(), tasks.size() * parts);
-    std::vector<ChunkScan> scans(tasks.size() * chunks);
+    // Item t * parts + p is part p of row t: its buffer, and its chunks' statistics in scans (each
+    // written by scan_chunks before it is read).
+    if (state.parts.size() < tasks.size() * parts) state.parts.resize(tasks.size() * parts);
+    const std::span<CandidateBuffer> survivors(state.parts.data(), tasks.size() * parts);
+    std::vector<ChunkScan>& scans = state.scans;
+    scans.resize(tasks.size() * chunks);
     // The thread that scans a row's last outstanding part also merges the row, so the whole step
     // is one parallel loop with no barrier in between (a barrier costs a scheduler quantum on a
     // busy machine). Which thread merges does not matter: it merges in part order.
