@@ -32,6 +32,7 @@
 #include "logprobs/backend.hpp"
 #include "logprobs/openmp.hpp"
 #include "row_kernel.hpp"
+#include "row_scratch.hpp"
 
 namespace logprobs {
 namespace {
@@ -39,7 +40,9 @@ namespace {
 using cpu::CandidateBuffer;
 using cpu::ChunkScan;
 using cpu::kChunk;
+using cpu::RowScratch;
 using cpu::RowSource;
+using cpu::thread_scratch;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -199,33 +202,6 @@ class CpuBackend final : public Backend {
     scan_chunks(row, vocab, kNegInf, false, 0.0f, buffer, 0, scratch);
   }
 
-  // A row's buffer and its chunks' statistics, reused from row to row and from call to call by one
-  // thread (and by split_rows for its samples, parts and merges). Made per call, a decode step at
-  // large K paid for fresh memory: at K = 65535 the buffer is about 1 MB, which glibc maps anew for
-  // each call whenever it is above malloc's (moving) mmap threshold, and its pages were then faulted
-  // in and zeroed every time (1 x 128256, 1 thread: a quarter of perf's samples in page faults and
-  // memset, 0.76-0.79 ms a call; kept, 0.23 ms). Kept, it holds that memory per thread until the
-  // thread exits.
-  struct RowScratch {
-    CandidateBuffer buffer;
-    std::vector<ChunkScan> scans, ignored;
-    std::vector<float> x;  // a row's x, where they are not its bytes (cut_from_row)
-    // split_rows' rows, samples and parts (their buffers and their chunks' statistics), where the
-    // calling thread keeps them: split_rows says why.
-    struct SplitState {
-      std::vector<RowSource> rows;
-      std::vector<float> speculative, xs;
-      std::vector<CandidateBuffer> parts;
-      std::vector<ChunkScan> scans;
-    } split;
-  };
-  static RowScratch& thread_scratch(std::uint64_t chunks) {
-    thread_local RowScratch scratch;
-    scratch.scans.resize(chunks);
-    scratch.ignored.resize(chunks);
-    return scratch;
-  }
-
   // Large K: the scan admits nothing, and the top-K is cut from the row after it
   // (CandidateBuffer::cut_of_row, write_top_slots). Through the buffer, most of the row was admitted
   // (72k entries at 1 x 128256, K = 65535), compacted and copied out, each top entry stored three
@@ -299,8 +275,7 @@ class CpuBackend final : public Backend {
     // runs leave a longer tail: 16 rows a grab read 1.11x at K = 0, and a static split 0.93x in two
     // runs and 1.18x in one.
     const int rows_per_grab = tasks.size() >= 8 * std::size_t(threads) ? 4 : 1;
-    // nowait: the region's end waits for every thread anyway (split_rows says what the loop's own
-    // barrier cost).
+    // nowait: the region's end waits for every thread anyway (split_rows: what a second wait cost).
 #pragma omp parallel
     {
       RowScratch& scratch = thread_scratch(chunks);
@@ -322,11 +297,7 @@ class CpuBackend final : public Backend {
     const std::uint64_t threads = std::uint64_t(openmp_max_threads());
     if (tasks.empty()) return;
     const std::uint64_t parts = std::min(chunks, (threads + tasks.size() - 1) / tasks.size());
-    // The step's state is the calling thread's from call to call. Made per call, each part's
-    // buffer was allocated here, grown and zeroed by the thread that scans the part and freed here
-    // again: a decode step (1 x 128256 f32 at 2 threads, calls in turn in one process on Zen 5)
-    // took 1.05x the time at K = 0 and 1.10x at 20 and 255; the other vectors made per call, 1.02x
-    // to 1.03x more.
+    // The step's state, kept by the calling thread from call to call (row_scratch.hpp says why).
     RowScratch& caller = thread_scratch(chunks);
     RowScratch::SplitState& state = caller.split;
     std::vector<RowSource>& rows = state.rows;
