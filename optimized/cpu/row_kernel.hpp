@@ -45,6 +45,14 @@ struct ChunkScan {
 // Highway finds at run time (or the one a test forces with hwy::SetSupportedTargetsForTest).
 ChunkScan scan_chunk(const ChunkInput& in, CandidateBuffer& buffer);
 
+// How an AVX-512 scan divides x by a temperature. Either gives each lane's IEEE quotient, so no
+// output bit depends on the form, only the speed (tile_steps-inl.h, TileDivisor, says which is
+// faster where): every vector by the divider, or half of them by the corrected reciprocal beside it.
+enum class QuotientForm { divider, divider_and_reciprocal };
+// The form the scans use: this CPU's faster one, unless a test set another.
+QuotientForm quotient_form();
+void set_quotient_form(QuotientForm form);
+
 // scan_chunk compiled for one SIMD target only, called without dispatch.
 using ChunkScanner = ChunkScan (*)(const ChunkInput& in, CandidateBuffer& buffer);
 struct TargetKernel {

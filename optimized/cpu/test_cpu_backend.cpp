@@ -199,26 +199,46 @@ TEST_P(CpuBackendPerTarget, GivesTheCanonicalBitsAtEveryBoundary) {
   }
 }
 
-// x / T at the edges of the corrected reciprocal's range (on AVX-512 half of a tile's quotients
-// come from it where every magnitude of those vectors is in [2^-60, 2^60], the others from the
-// divider): zeros, subnormals, magnitudes just inside and outside the range and infinities, in
-// any lane of a tile among ordinary logits, and temperatures at and beyond the range's ends.
-// Each quotient must be the IEEE one, which the canonical backend computes by division.
+// x / T in both of the AVX-512 scan's forms (cpu::QuotientForm: this CPU runs one, the tests
+// both). Rows of ordinary logits, whose quotients every output value shows, beside rows that hold
+// the edges of the corrected reciprocal's range (in the split form half of a tile's quotients come
+// from it where every magnitude of those vectors is in [2^-60, 2^60], the others from the
+// divider): zeros, subnormals, magnitudes just inside and outside the range and -inf in any lane
+// of a tile, +inf in the first row; and temperatures at and beyond the range's ends. Each quotient
+// must be the IEEE one, which the canonical backend computes by division. The edges go in every
+// other row only, and +inf in one: a row that holds +inf outputs NaN values whatever its
+// quotients, and one that holds 2^60 shows the others' quotients in no bit (with both in every row,
+// dropping the reciprocal's correction passed until 2026-12-07).
 TEST_P(CpuBackendPerTarget, QuotientsAtTheCorrectedRangesEdgesGiveTheCanonicalBits) {
-  std::mt19937_64 rng(47);
   const Backend& canonical = *find_backend(kCanonicalName);
   const float edges[] = {0.0f,    -0.0f,    1e-45f,         -1e-40f, 0x1p-60f, -0x1p-60f, 0x1.fffffep-61f,
-                         0x1p60f, -0x1p60f, 0x1.000002p60f, -3e38f,  kInf,     -kInf};
-  for (const float temperature : {0.7f, 0x1p-60f, 0x1.fffffep-61f, 0x1p60f, 0x1.000002p60f, 1e-30f}) {
-    BatchData batch = batch_of_one_kind(8, 2048, rng, RowKind::Normal);
-    for (std::uint64_t r = 0; r < batch.rows; ++r)
-      for (std::uint64_t e = 0; e < 24; ++e)
-        batch.row(r)[(r * 131 + e * 83) % 2048] = edges[(r + e) % std::size(edges)];
-    batch.temperatures = std::vector<float>(batch.sampled_tokens.size(), temperature);
-    for (const std::uint32_t k : {0u, 5u})
-      EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, true), run_backend(canonical, batch, k, true)))
-          << "T " << temperature << " K " << k;
+                         0x1p60f, -0x1p60f, 0x1.000002p60f, -3e38f,  -kInf};
+  const cpu::QuotientForm native = cpu::quotient_form();
+  for (const auto form : {cpu::QuotientForm::divider, cpu::QuotientForm::divider_and_reciprocal}) {
+    cpu::set_quotient_form(form);
+    std::mt19937_64 rng(47);
+    for (const float temperature : {0.7f, 0x1p-60f, 0x1.fffffep-61f, 0x1p60f, 0x1.000002p60f, 1e-30f}) {
+      BatchData batch = batch_of_one_kind(8, 2048, rng, RowKind::Normal);
+      for (std::uint64_t r = 0; r < batch.rows; r += 2)
+        for (std::uint64_t e = 0; e < 24; ++e)
+          batch.row(r)[(r * 131 + e * 83) % 2048] = edges[(r + e) % std::size(edges)];
+      batch.row(0)[7] = kInf;
+      // In the second row, a tile whose only edge is a magnitude above the range in vector 1: the
+      // reciprocal's quotient of -3e38 by 0.7 is NaN, the IEEE one -inf.
+      batch.row(1)[64 * 3 + 16 + 5] = -3e38f;
+      batch.temperatures = std::vector<float>(batch.sampled_tokens.size(), temperature);
+      for (const std::uint32_t k : {0u, 5u}) {
+        const ResultData result = run_backend(cpu_backend(), batch, k, true);
+        EXPECT_TRUE(same_bits(result, run_backend(canonical, batch, k, true)))
+            << "T " << temperature << " K " << k << " split " << (form == cpu::QuotientForm::divider_and_reciprocal);
+        // Rows whose quotients show: the second (ordinary) and the third (edges; not at T = 1e-30,
+        // where 2^60 / T is +inf).
+        EXPECT_FALSE(std::isnan(result.lp_logits[result.width])) << "T " << temperature << " K " << k;
+        EXPECT_TRUE(temperature == 1e-30f || !std::isnan(result.lp_logits[2 * result.width])) << "T " << temperature;
+      }
+    }
   }
+  cpu::set_quotient_form(native);
 }
 
 // A segment whose entries are all in exp's range but one, far below it (x - m = -1000), in any

@@ -20,6 +20,7 @@
 #include "hwy/highway.h"
 #include "logprobs/batch.hpp"
 #include "logprobs/canonical_arithmetic.hpp"
+#include "row_kernel.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace logprobs::cpu {
@@ -203,18 +204,24 @@ HWY_INLINE bool InCorrectedRange(V a, V b) {
 }
 #endif
 
-// x / T for a tile, each lane the IEEE quotient. On AVX-512 half of the vectors go to the divider
-// and half to the corrected reciprocal where T and their magnitudes allow it: on the Xeon model
-// 207 the divider alone takes 8 TSC ticks a vector where the pass without it takes 4.9, and the
-// reciprocal's three fused operations run beside it (optimized/cpu/README.md, "Temperatures").
+// x / T for a tile, each lane the IEEE quotient. On AVX-512, in the form quotient_form() gives:
+// all four vectors by the divider, or vectors 0 and 2 by the divider and 1 and 3 by the corrected
+// reciprocal, whose three fused operations run beside it, where T and their magnitudes allow it.
+// Which is faster is the core's: on the Xeon model 207 the divider takes 8 TSC ticks a vector
+// where the pass without it takes 4.9, and the split took 0.87-0.92x the time of the divider
+// alone; on Zen 5, whose divider is about twice as fast, the split's range test and reciprocal
+// compete with the exp for the FMA pipes, and the divider alone takes 0.88-0.94x the split's time
+// (optimized/cpu/README.md, "Temperatures").
 class TileDivisor {
  public:
-  explicit TileDivisor(float t)
-      : t_(hn::Set(D(), t)), z_(hn::Set(D(), 1.0f / t)), t_in_range_(t >= 0x1p-60f && t <= 0x1p60f) {}
+  TileDivisor(float t, QuotientForm form)
+      : t_(hn::Set(D(), t)),
+        z_(hn::Set(D(), 1.0f / t)),
+        split_(form == QuotientForm::divider_and_reciprocal && t >= 0x1p-60f && t <= 0x1p60f) {}
 
   HWY_INLINE void divide(V* x) const {
 #if LOGPROBS_CPU_AVX512
-    if (HWY_LIKELY(t_in_range_ && InCorrectedRange(x[1], x[3]))) {
+    if (split_ && HWY_LIKELY(InCorrectedRange(x[1], x[3]))) {
       x[0] = hn::Div(x[0], t_);
       x[1] = CorrectedQuotient(x[1], t_, z_);
       x[2] = hn::Div(x[2], t_);
@@ -227,8 +234,8 @@ class TileDivisor {
 
  private:
   V t_;
-  [[maybe_unused]] V z_;  // RN(1 / T), the corrected reciprocal's (AVX-512 only)
-  [[maybe_unused]] bool t_in_range_;
+  [[maybe_unused]] V z_;         // RN(1 / T), the corrected reciprocal's (AVX-512 only)
+  [[maybe_unused]] bool split_;  // the split form, and T in the reciprocal's range
 };
 
 #if LOGPROBS_CPU_AVX512
