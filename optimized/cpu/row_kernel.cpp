@@ -502,7 +502,6 @@ std::span<const TargetKernel> compiled_kernels() {
 
 const char* scan_chunk_target() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
 
-namespace {
 // The divider alone where it is measured faster (TileDivisor): AMD's family 1Ah, Zen 5. Elsewhere,
 // the Xeon's split, the form measured first.
 QuotientForm fastest_quotient_form() {
@@ -511,12 +510,13 @@ QuotientForm fastest_quotient_form() {
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return QuotientForm::divider_and_reciprocal;
   const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
   if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return QuotientForm::divider_and_reciprocal;
-  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);  // base + extended
+  const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 20) & 0xFF);  // base 0xF + extended, on AMD
   if (family >= 0x1A) return QuotientForm::divider;
 #endif
   return QuotientForm::divider_and_reciprocal;
 }
 
+namespace {
 std::atomic<QuotientForm>& form_in_use() {
   static std::atomic<QuotientForm> form{fastest_quotient_form()};
   return form;

@@ -49,9 +49,11 @@ ChunkScan scan_chunk(const ChunkInput& in, CandidateBuffer& buffer);
 // output bit depends on the form, only the speed (tile_steps-inl.h, TileDivisor, says which is
 // faster where): every vector by the divider, or half of them by the corrected reciprocal beside it.
 enum class QuotientForm { divider, divider_and_reciprocal };
-// The form the scans use: this CPU's faster one, unless a test set another.
+// The form the scans use: this CPU's faster one (fastest_quotient_form, by CPUID), unless a test
+// set another.
 QuotientForm quotient_form();
 void set_quotient_form(QuotientForm form);
+QuotientForm fastest_quotient_form();
 
 // scan_chunk compiled for one SIMD target only, called without dispatch.
 using ChunkScanner = ChunkScan (*)(const ChunkInput& in, CandidateBuffer& buffer);

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
@@ -216,6 +217,7 @@ TEST_P(CpuBackendPerTarget, QuotientsAtTheCorrectedRangesEdgesGiveTheCanonicalBi
   const cpu::QuotientForm native = cpu::quotient_form();
   for (const auto form : {cpu::QuotientForm::divider, cpu::QuotientForm::divider_and_reciprocal}) {
     cpu::set_quotient_form(form);
+    ASSERT_EQ(cpu::quotient_form(), form);
     std::mt19937_64 rng(47);
     for (const float temperature : {0.7f, 0x1p-60f, 0x1.fffffep-61f, 0x1p60f, 0x1.000002p60f, 1e-30f}) {
       BatchData batch = batch_of_one_kind(8, 2048, rng, RowKind::Normal);
@@ -239,6 +241,26 @@ TEST_P(CpuBackendPerTarget, QuotientsAtTheCorrectedRangesEdgesGiveTheCanonicalBi
     }
   }
   cpu::set_quotient_form(native);
+}
+
+// The quotient form by CPUID is the one measured faster on this CPU as Linux names it: the divider
+// alone on AMD's family 26 (Zen 5), the split elsewhere (tile_steps-inl.h, TileDivisor).
+TEST(CpuQuotientForm, FollowsTheCpusVendorAndFamily) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  int family = -1;
+  while (std::getline(cpuinfo, line) && (vendor.empty() || family < 0)) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    if (key == "vendor_id") vendor = line.substr(line.find_first_not_of(' ', colon + 1));
+    if (key == "cpu family") family = std::stoi(line.substr(colon + 1));
+  }
+  if (vendor.empty() || family < 0) GTEST_SKIP() << "no vendor_id and cpu family in /proc/cpuinfo";
+  const bool zen5_or_later = vendor == "AuthenticAMD" && family >= 26;
+  EXPECT_EQ(cpu::fastest_quotient_form(),
+            zen5_or_later ? cpu::QuotientForm::divider : cpu::QuotientForm::divider_and_reciprocal)
+      << vendor << " family " << family;
 }
 
 // A segment whose entries are all in exp's range but one, far below it (x - m = -1000), in any
