@@ -225,9 +225,13 @@ TEST_P(CpuBackendPerTarget, QuotientsAtTheCorrectedRangesEdgesGiveTheCanonicalBi
         for (std::uint64_t e = 0; e < 24; ++e)
           batch.row(r)[(r * 131 + e * 83) % 2048] = edges[(r + e) % std::size(edges)];
       batch.row(0)[7] = kInf;
-      // In the second row, a tile whose only edge is a magnitude above the range in vector 1: the
-      // reciprocal's quotient of -3e38 by 0.7 is NaN, the IEEE one -inf.
+      // In the second row, tiles whose only edge is a magnitude above the range, in vector 1 and
+      // in vector 3 (the reciprocal's quotient of -3e38 by 0.7 is NaN, the IEEE one -inf), and
+      // one in the range in vector 3 (the reciprocal's quotient of -2^60 by 1e-30, a T outside
+      // it, is NaN, the IEEE one -inf).
       batch.row(1)[64 * 3 + 16 + 5] = -3e38f;
+      batch.row(1)[64 * 7 + 48 + 9] = -3e38f;
+      batch.row(1)[64 * 5 + 48 + 2] = -0x1p60f;
       batch.temperatures = std::vector<float>(batch.sampled_tokens.size(), temperature);
       for (const std::uint32_t k : {0u, 5u}) {
         const ResultData result = run_backend(cpu_backend(), batch, k, true);
