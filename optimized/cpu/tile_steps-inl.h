@@ -209,9 +209,9 @@ HWY_INLINE bool InCorrectedRange(V a, V b) {
 // reciprocal, whose three fused operations run beside it, where T and their magnitudes allow it.
 // Which is faster is the core's: on the Xeon model 207 the divider takes 8 TSC ticks a vector
 // where the pass without it takes 4.9, and the split took 0.87-0.92x the time of the divider
-// alone; on Zen 5, whose divider is about twice as fast, the split's range test and reciprocal
-// compete with the exp for the FMA pipes, and the divider alone takes 0.88-0.94x the split's time
-// (optimized/cpu/README.md, "Temperatures").
+// alone; on Zen 5, whose divider is about three times as fast, the split's range test and
+// reciprocal compete with the exp for the FMA pipes, and the divider alone takes 0.91-0.94x the
+// split's time (optimized/cpu/README.md, "Temperatures" and "after fe9d8a9").
 class TileDivisor {
  public:
   TileDivisor(float t, QuotientForm form)
