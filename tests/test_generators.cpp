@@ -202,7 +202,9 @@ TEST(Generators, OptionsFixWhatTheySayAndNothingElse) {
     EXPECT_EQ(b.logits16, c.logits16);
     ASSERT_EQ(b.logits.size(), c.logits.size());
     // Bits, NaN included; an empty vector's data() may be null, which memcmp must not see.
-    if (!b.logits.empty()) EXPECT_EQ(0, std::memcmp(b.logits.data(), c.logits.data(), b.logits.size() * sizeof(float)));
+    if (!b.logits.empty()) {
+      EXPECT_EQ(0, std::memcmp(b.logits.data(), c.logits.data(), b.logits.size() * sizeof(float)));
+    }
   }
   EXPECT_GT(items.size(), 3u);  // B still varies with V fixed
 }
