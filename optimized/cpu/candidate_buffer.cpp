@@ -125,9 +125,13 @@ float CandidateBuffer::select_by_partition(const float* values, std::size_t n, s
 // *above and copies those inside it into `out` (about 2.9k of 72k at K = 65535 with m = 1024: 8
 // sigma of the sample's rank, times n / m). Whether the bracket holds the k-th largest (above < k
 // <= above + inside) is checked, not assumed: it misses with odds of about 1 in 30000 on a row of
-// independent entries, and an adversarial order can make it miss, never make it wrong.
+// independent entries, and an adversarial order can make it miss, never make it wrong. A bracket
+// that reaches down to -inf leaves -inf out: in a masked row (mostly -inf) it copied them all,
+// and quickselect ground through them (1 x 128256 with 90% -inf at K = 65535: 88 us a call, 56
+// without them). The k-th largest is then a candidate if above + inside >= k, and -inf if not
+// (*below_candidates), with every candidate above it.
 bool CandidateBuffer::bracket_kth(const float* values, std::size_t n, std::size_t k, std::vector<float>& out,
-                                  std::size_t* inside, std::size_t* above) {
+                                  std::size_t* inside, std::size_t* above, bool* below_candidates) {
   sample_.resize(kBracketSample);
   for (std::size_t i = 0; i < kBracketSample; ++i) sample_[i] = values[(2 * i + 1) * n / (2 * kBracketSample)];
   const double p = double(k) / double(n);
@@ -139,8 +143,10 @@ bool CandidateBuffer::bracket_kth(const float* values, std::size_t n, std::size_
   const std::size_t top = sample_rank(std::floor(rank - spread)), bottom = sample_rank(std::ceil(rank + spread));
   const float most = top >= 1 ? select_by_partition(sample_.data(), kBracketSample, top) : kInf;
   const float least = bottom <= kBracketSample ? select_by_partition(sample_.data(), kBracketSample, bottom) : -kInf;
+  const float lowest_finite = -std::numeric_limits<float>::max();
   if (out.size() < n + kSlack) out.resize(n + kSlack);
-  *inside = keep_between(values, n, least, most, out.data(), above);
+  *inside = keep_between(values, n, std::max(least, lowest_finite), most, out.data(), above);
+  *below_candidates = least == -kInf && *above + *inside < k;
   return *above < k && k <= *above + *inside;
 }
 
@@ -158,11 +164,19 @@ bool CandidateBuffer::bracket_kth(const float* values, std::size_t n, std::size_
 bool CandidateBuffer::select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth,
                                         std::size_t* greater) {
   std::size_t inside = 0, above = 0;
-  if (!bracket_kth(values, n, k, bracket_, &inside, &above)) return false;
+  bool below_candidates = false;
+  if (!bracket_kth(values, n, k, bracket_, &inside, &above, &below_candidates)) {
+    if (!below_candidates) return false;
+    *kth = -kInf;  // fewer than k candidates, every one of them above or inside
+    if (greater != nullptr) *greater = above + inside;
+    return true;
+  }
   const float* live = bracket_.data();
   k -= above;
   std::size_t inner = 0, inner_above = 0;
-  if (inside >= 4 * kBracketSample && bracket_kth(live, inside, k, inner_bracket_, &inner, &inner_above)) {
+  // (The bracket holds no -inf, so its inner bracket never falls below its candidates.)
+  if (inside >= 4 * kBracketSample &&
+      bracket_kth(live, inside, k, inner_bracket_, &inner, &inner_above, &below_candidates)) {
     live = inner_bracket_.data();
     inside = inner;
     k -= inner_above;
@@ -202,8 +216,9 @@ float CandidateBuffer::select_by_radix(const float* values, std::size_t n, std::
 bool CandidateBuffer::cut_of_row(const float* x, std::size_t n, std::uint32_t k, RowCut* cut) {
   float kth;
   std::size_t greater;
-  if (!select_in_bracket(x, n, k, &kth, &greater) || !(kth > -kInf)) return false;
-  *cut = {kth, k - greater};
+  if (!select_in_bracket(x, n, k, &kth, &greater)) return false;
+  // Fewer than K candidates: kth is -inf, and the cut is every candidate (the rest are padding).
+  *cut = {kth, kth > -kInf ? k - greater : 0};
   return true;
 }
 
@@ -265,15 +280,15 @@ void CandidateBuffer::seed_from_ahead(const RowSource& row, std::uint64_t begin,
   threshold_ = std::max(threshold_, below_t);
 }
 
-CandidateBuffer::SamplePlan CandidateBuffer::sample_plan(std::uint64_t vocab) const {
-  if (k_ < 255 || vocab < kSampleRun) return {};  // small K: few admissions anyway
+CandidateBuffer::SamplePlan CandidateBuffer::sample_plan(std::uint32_t k, std::uint64_t vocab) {
+  if (k < kSpeculationFromK || vocab < kSampleRun) return {};  // small K: few admissions anyway
   // The sample's entries that beat the row's K-th best number about lambda = m K / V (Poisson);
   // t is the j-th largest, j three standard deviations above lambda, so that fewer than K (a
   // rescan, which doubles the row's cost) has odds below 1 in 300 on a row of independent
   // entries; about V j / m entries are then admitted (1.4 K at K = 4095, 2.7 K at K = 255).
   const std::uint64_t lines = (vocab - kSampleRun) / kSampleStride + 1;
   const std::uint64_t m = lines * kSampleRun;
-  const double lambda = double(m) * k_ / double(vocab);
+  const double lambda = double(m) * k / double(vocab);
   const std::uint64_t j = static_cast<std::uint64_t>(lambda + 3.0 * std::sqrt(lambda)) + 1;
   // The entries of a line are alike in a sorted row, and there its top j may be one line's:
   // fewer than K entries beat them, always. So t is also at most the L-th largest line maximum,
@@ -282,7 +297,7 @@ CandidateBuffer::SamplePlan CandidateBuffer::sample_plan(std::uint64_t vocab) co
   // last entry at latest to the last one's first entry at earliest: (L - 1) strides - run + 2
   // >= K entries. For a random row this bound lies far above the j-th largest entry (L = 2
   // against j = 11 at K = 255) and changes nothing.
-  const std::uint64_t l = (k_ + kSampleRun + kSampleStride - 1) / kSampleStride + 1;
+  const std::uint64_t l = (k + kSampleRun + kSampleStride - 1) / kSampleStride + 1;
   if (m < 4 * j || lines < 4 * l) return {};  // the sample would say little; V is near K
   return {lines, j, l};
 }
@@ -298,7 +313,7 @@ void CandidateBuffer::threshold_from_maxima(const float* maxima, std::size_t n) 
 
 float CandidateBuffer::speculative_threshold(const RowSource& row, std::uint64_t vocab) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
-  const auto [lines, j, l] = sample_plan(vocab);
+  const auto [lines, j, l] = sample_plan(k_, vocab);
   if (lines == 0) return kNone;
   const std::uint64_t m = lines * kSampleRun;
   // The sampled entries by SIMD (a compress per line where a scalar loop stored and counted each

@@ -114,13 +114,16 @@ class alignas(64) CandidateBuffer {
   static constexpr std::uint64_t kSampleRun = 16;
   static constexpr std::uint64_t kSampleStride = 1024;
   float speculative_threshold(const RowSource& row, std::uint64_t vocab);
-  // Its sample and ranks at this K: t = min(the l-th largest of the `lines` sampled lines'
-  // maxima, the j-th largest sampled candidate), lines runs of kSampleRun every kSampleStride from
-  // entry 0; no lines where there is no speculation.
+  // Its sample and ranks at K: t = min(the l-th largest of the `lines` sampled lines' maxima, the
+  // j-th largest sampled candidate), lines runs of kSampleRun every kSampleStride from entry 0; no
+  // lines where there is no speculation: below kSpeculationFromK, and from where K is so large
+  // against the sample that it would say little (K = 28056 at V = 128256, 6142 at 32000, 255 at
+  // 4096), where the row is cut instead (cpu_backend.cpp's cut_from_row).
+  static constexpr std::uint32_t kSpeculationFromK = 255;
   struct SamplePlan {
     std::uint64_t lines = 0, j = 0, l = 0;
   };
-  SamplePlan sample_plan(std::uint64_t vocab) const;
+  static SamplePlan sample_plan(std::uint32_t k, std::uint64_t vocab);
   void raise_threshold(float t) { threshold_ = std::max(threshold_, t); }
 
   // Small K, after a scan that admitted nothing (admission by segment maxima, cpu_backend.cpp):
@@ -134,8 +137,9 @@ class alignas(64) CandidateBuffer {
   // in token order (the total order's tie-break): kth is the k-th largest, `ties` = k - how many
   // are above it. Found by selection in the bracket of a sample of x (below), so at the cost of
   // a pass over the row and a selection among the few in the bracket. x holds no NaN, and
-  // 4 kBracketSample <= n, k < n. False when it cannot tell (the bracket missed, or fewer than k
-  // candidates: kth would be -inf), which leaves the buffer's path to the caller.
+  // 4 kBracketSample <= n, k < n. With fewer than k candidates, kth is -inf and ties 0: the cut is
+  // every candidate, and the slots past them are padding. False when it cannot tell (the bracket
+  // missed), which leaves the buffer's path to the caller.
   struct RowCut {
     float kth;
     std::size_t ties;
@@ -171,7 +175,7 @@ class alignas(64) CandidateBuffer {
   float select_by_partition(const float* values, std::size_t n, std::size_t k, std::size_t* greater = nullptr);
   bool select_in_bracket(const float* values, std::size_t n, std::size_t k, float* kth, std::size_t* greater);
   bool bracket_kth(const float* values, std::size_t n, std::size_t k, std::vector<float>& out, std::size_t* inside,
-                   std::size_t* above);
+                   std::size_t* above, bool* below_candidates);
   float select_by_radix(const float* values, std::size_t n, std::size_t k);
 };
 

@@ -191,7 +191,7 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
     const auto v = hn::LoadU(d, x + i), w = hn::LoadU(d, x + i + lanes);
     auto pass_v = hn::Gt(v, kth_v), pass_w = hn::Gt(w, kth_v);
     const auto tied_v = hn::Eq(v, kth_v), tied_w = hn::Eq(w, kth_v);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(tied_v, tied_w)))) {  // v's ties take the slots first
+    if (ties > 0 && HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(tied_v, tied_w)))) {  // v's ties come first
       pass_v = hn::Or(pass_v, FirstTies(d, tied_v, &ties));
       pass_w = hn::Or(pass_w, FirstTies(d, tied_w, &ties));
     }
@@ -208,7 +208,7 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
     const auto v = hn::LoadU(d, x + i);
     auto pass = hn::Gt(v, kth_v);
     const auto tied = hn::Eq(v, kth_v);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, tied))) pass = hn::Or(pass, FirstTies(d, tied, &ties));
+    if (ties > 0 && HWY_UNLIKELY(!hn::AllFalse(d, tied))) pass = hn::Or(pass, FirstTies(d, tied, &ties));
     const auto token = hn::Add(hn::Set(du, static_cast<std::uint32_t>(i)), hn::Iota(du, 0));
     if (written + lanes <= slots) {
       if (written + kAhead < slots) {

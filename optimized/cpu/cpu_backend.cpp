@@ -75,6 +75,18 @@ void write_last_slot(const RowTask& task, const RowSource& row, std::uint32_t k,
   if (out.ranks) out.lp_ranks[task.output_row] = static_cast<std::uint32_t>(stats.rank);
 }
 
+// Slots [found, k) of a row with fewer than K candidates: SPEC's padding (token V, value -inf + n).
+void write_padding(const RaggedBatch& batch, const RowTask& task, std::uint64_t found, std::uint32_t k,
+                   const RowStats& stats, const LogprobsOutput& out) {
+  float* values = out.row_values(task.output_row);
+  std::uint32_t* tokens = out.row_tokens(task.output_row);
+  const float padding = canonical::output_value(kNegInf, stats.normalizer);
+  for (std::uint64_t slot = found; slot < k; ++slot) {
+    tokens[slot] = static_cast<std::uint32_t>(batch.vocab);
+    values[slot] = padding;
+  }
+}
+
 // Writes one output row from the row's compacted buffer (<= K entries, token order).
 void write_row(const RaggedBatch& batch, const RowTask& task, const RowSource& row, std::uint32_t k,
                const RowStats& stats, const CandidateBuffer& top, const LogprobsOutput& out) {
@@ -85,11 +97,7 @@ void write_row(const RaggedBatch& batch, const RowTask& task, const RowSource& r
     tokens[slot] = top.tokens()[slot];
     values[slot] = canonical::output_value(top.values()[slot], stats.normalizer);
   }
-  const float padding = canonical::output_value(kNegInf, stats.normalizer);
-  for (std::uint64_t slot = found; slot < k; ++slot) {
-    tokens[slot] = static_cast<std::uint32_t>(batch.vocab);
-    values[slot] = padding;
-  }
+  write_padding(batch, task, found, k, stats, out);
   write_last_slot(task, row, k, stats, out);
 }
 
@@ -206,19 +214,27 @@ class CpuBackend final : public Backend {
   // (CandidateBuffer::cut_of_row, write_top_slots). Through the buffer, most of the row was admitted
   // (72k entries at 1 x 128256, K = 65535), compacted and copied out, each top entry stored three
   // times and read back twice; cut, the row is read twice more (from cache) and each slot stored
-  // once. The cut's passes cost the same at any K, the buffer's grow with K: on the Xeon model 207
-  // (16 rows, 1 thread, cut over buffer in alternating runs) f32 rows gained at V / 4 (0.71x the
-  // time), went either way at V / 5 (0.67x, 1.13x) and lost from V / 6 (1.1-1.7x); rows that must
-  // first be widened or divided into x (16-bit, temperatures) broke even at V / 4 (bf16 1.01x) and
-  // gained at K = 65535 of V = 128256 (0.80x).
-  static bool cut_from_row(std::uint32_t k, const RowSource& row, std::uint64_t vocab) {
-    const std::uint64_t share = row.plain() ? 4 : 2;
-    return std::uint64_t{k} * share >= vocab && k < vocab && vocab >= 4 * CandidateBuffer::kBracketSample;
+  // once. The cut's passes cost the same at any K; the buffer's cost is small while a speculative
+  // threshold keeps its admissions near K, and jumps where the speculation stops (its sample would
+  // say little: CandidateBuffer::sample_plan), since it then admits 2K + 64 entries before its
+  // threshold first rises. So the cut takes over there, for every dtype. Before, the rules were
+  // shares of V (f32 rows from V / 4, 16-bit rows and temperatures from V / 2, as measured on the
+  // Xeon model 207), and the rows between the speculation's end and them went through the buffer
+  // unspeculated. Zen 5, 1 thread, this rule against those, calls in turn in one process (the
+  // median of 10 rounds' ratios): V = 128256 at K = 30000 f32 0.61-0.63x the time (1 and 64 rows),
+  // bf16 0.70-0.71x (and at 50000), T = 0.7 0.89-1.00x; V = 32000 at K = 7000 f32 0.61-0.63x, bf16
+  // 0.66-0.70x, T = 0.7 0.89-0.91x; V = 8192 at K = 1500 0.49x / 0.51x / 0.70x, V = 4096 at K = 600
+  // 0.62x / 0.65x / 0.79x; K = 4095 and 65535 of 128256 1.00x. Forcing the cut where the
+  // speculation runs took 1.2-1.6x the time just before its end (K = 28000 of 128256, 6100 of
+  // 32000, 2800 of 16384, 1000 of 8192) and 1.4-2.8x at K = 255 to 16383 of 128256.
+  static bool cut_from_row(std::uint32_t k, std::uint64_t vocab) {
+    return k >= CandidateBuffer::kSpeculationFromK && k < vocab && vocab >= 4 * CandidateBuffer::kBracketSample &&
+           CandidateBuffer::sample_plan(k, vocab).lines == 0;
   }
 
-  // The top slots cut from the row, and the last slot; false (nothing written) where the cut cannot
-  // be taken: a NaN in the row (the selection takes none; a finite normalizer says there is none,
-  // nor a +inf), a missed bracket, fewer than K candidates.
+  // The top slots cut from the row (the padding past them where it holds fewer than K candidates),
+  // and the last slot; false (nothing written) where the cut cannot be taken: a NaN in the row (the
+  // selection takes none; a finite normalizer says there is none, nor a +inf), a missed bracket.
   static bool write_cut_row(const RaggedBatch& batch, const RowTask& task, const RowSource& row, std::uint32_t k,
                             const RowStats& stats, RowScratch& scratch, const LogprobsOutput& out) {
     if (!std::isfinite(stats.normalizer)) return false;
@@ -230,10 +246,11 @@ class CpuBackend final : public Backend {
     }
     CandidateBuffer::RowCut cut;
     if (!scratch.buffer.cut_of_row(x, batch.vocab, k, &cut)) return false;
-    [[maybe_unused]] const std::size_t written =
+    // K entries pass the cut, or every candidate where there are fewer.
+    const std::size_t written =
         cpu::write_top_slots(x, batch.vocab, cut.kth, cut.ties, stats.normalizer, out.row_values(task.output_row),
                              out.row_tokens(task.output_row), k);
-    assert(written == k);  // kth is the K-th largest: K entries pass the cut
+    write_padding(batch, task, written, k, stats, out);
     write_last_slot(task, row, k, stats, out);
     return true;
   }
@@ -243,7 +260,7 @@ class CpuBackend final : public Backend {
     const RowSource row(batch, task);
     const float xs = out.ranks ? row.at(task.token) : 0.0f;
     CandidateBuffer& buffer = scratch.buffer;
-    const bool cut = cut_from_row(k, row, batch.vocab);
+    const bool cut = cut_from_row(k, batch.vocab);
     buffer.reset(cut ? 0 : k);
     const float speculative = buffer.speculative_threshold(row, batch.vocab);
     scan_chunks(row, batch.vocab, speculative, out.ranks, xs, buffer, 0, scratch.scans);

@@ -29,7 +29,7 @@ struct RowSource {
   // T = 1, a common request, is no temperature: x / 1 is x for every x but a signaling NaN, which
   // divides to a quiet one, and a NaN makes the row's normalizer and every output value the one
   // quiet NaN and is never a candidate (SPEC §3), so no output bit depends on which NaN it is. So
-  // an f32 row at T = 1 is plain: read in place, and cut from the row from K >= V / 4.
+  // an f32 row at T = 1 is plain: read in place, by the scan and by the large-K cut alike.
   RowSource(const RaggedBatch& batch, const RowTask& task)
       : row(batch.row_bytes(task.logit_row)),
         dtype(batch.dtype),

@@ -185,8 +185,8 @@ void expect_row_cut_is_exact(const std::vector<float>& x, std::uint32_t k, const
 
 // Random, tied (bf16-like: the K-th value shared by hundreds), sorted and constant rows at K from
 // V / 8 to V - 1, at V = 20000 (one bracket) and 65536 (a bracket within the bracket from K = V /
-// 8: 5.6k in the first at K = V / 8, 8.4k at V / 2); and the rows it must refuse: fewer than K
-// candidates.
+// 8: 5.6k in the first at K = V / 8, 8.4k at V / 2); and a row of fewer than K candidates, whose
+// cut is every candidate (kth -inf, no ties).
 TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
   std::mt19937 rng(89);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -208,8 +208,11 @@ TEST(CpuCandidateBuffer, RowCutHoldsExactlyTheKBest) {
   for (std::size_t i = 0; i < n; i += 3) masked[i] = normal(rng);
   cpu::CandidateBuffer buffer;
   cpu::CandidateBuffer::RowCut cut{};
-  EXPECT_FALSE(buffer.cut_of_row(masked.data(), n, 8000, &cut)) << "6667 candidates, K = 8000";
-  EXPECT_TRUE(buffer.cut_of_row(masked.data(), n, 6000, &cut)) << "6667 candidates, K = 6000";
+  ASSERT_TRUE(buffer.cut_of_row(masked.data(), n, 8000, &cut)) << "6667 candidates, K = 8000";
+  EXPECT_EQ(cut.kth, -INFINITY);
+  EXPECT_EQ(cut.ties, 0u);
+  expect_row_cut_is_exact(masked, 6667, "6667 candidates, K = 6667");
+  expect_row_cut_is_exact(masked, 6000, "6667 candidates, K = 6000");
 }
 
 // The bracket within the bracket can miss too, and the outer bracket must then serve. The row's
@@ -299,7 +302,7 @@ TEST(CpuSpeculation, ThresholdIsTheSamplesRanks) {
     for (const std::uint32_t k : {255u, 1023u, 4095u, 8000u}) {
       CandidateBuffer buffer;
       buffer.reset(k);
-      const CandidateBuffer::SamplePlan plan = buffer.sample_plan(vocab);
+      const CandidateBuffer::SamplePlan plan = CandidateBuffer::sample_plan(k, vocab);
       if (plan.lines == 0) {  // K near V (32000 / 8000): no speculation
         EXPECT_EQ(buffer.speculative_threshold(cpu::RowSource(random.data()), vocab), -INFINITY) << "K " << k;
         continue;

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 
+#include "candidate_buffer.hpp"
 #include "harness/half_precision.hpp"
 #include "harness/judge.hpp"
 #include "hwy/tests/hwy_gtest.h"
@@ -454,22 +455,31 @@ TEST_P(CpuBackendPerTarget, AdmitsBySegmentMaximaWithTheCanonicalBits) {
 }
 
 // Large K is cut from the row after a scan that admits nothing (cpu_backend.cpp's cut_from_row:
-// from K = V / 4 for f32 rows, V / 2 for the rest), and rows the cut cannot take (a NaN, +inf,
-// fewer than K candidates) go the buffer's way after all: every row kind, each dtype, with and
-// without temperatures and ranks, bit for bit against `canonical`; K on either side of each
-// dtype's share, and at V - 1.
+// from the K where the speculation stops, CandidateBuffer::sample_plan), with padding past a row's
+// candidates where it has fewer than K, and rows the cut cannot take (a NaN, +inf) go the buffer's
+// way after all: every row kind, each dtype, with and without temperatures and ranks, bit for bit
+// against `canonical`; K on either side of that boundary (at V = 4096 and 5000 it is K = 255,
+// where the speculation would start), and up to V - 1.
 TEST_P(CpuBackendPerTarget, CutsLargeKFromTheRowWithTheCanonicalBits) {
   std::mt19937_64 rng(57);
   const Backend& canonical = *find_backend(kCanonicalName);
   for (const std::uint64_t vocab : {4096ull, 5000ull, 40000ull}) {
+    std::uint32_t cut_from = cpu::CandidateBuffer::kSpeculationFromK;
+    while (cpu::CandidateBuffer::sample_plan(cut_from, vocab).lines != 0) ++cut_from;
+    const std::uint32_t last = std::uint32_t(vocab - 1);
     for (const LogitsDtype dtype : {LogitsDtype::f32, LogitsDtype::bf16, LogitsDtype::f16}) {
-      BatchData batch = batch_of_mixed_kinds(5, vocab, rng);
+      // The kinds in turn, those the cut treats apart first (5 items hold at least 5 rows): a
+      // masked row has V / 4 candidates, fewer than K from the middle K on.
+      BatchData batch = make_batch(5, vocab, rng, [turn = std::size_t{0}](std::mt19937_64&) mutable {
+        constexpr RowKind kinds[] = {RowKind::Masked,    RowKind::OnlyNegInf, RowKind::OneNaN,
+                                     RowKind::PlusInf,   RowKind::Bf16Ties,   RowKind::Normal,
+                                     RowKind::Ascending, RowKind::Descending, RowKind::Constant};
+        return kinds[turn++ % std::size(kinds)];
+      });
       if (dtype != LogitsDtype::f32) batch = with_dtype(batch, dtype);
       for (const bool temperatures : {false, true}) {
         if (temperatures) batch.temperatures = std::vector<float>{0.05f, 1.0f, 2.7f, 1.0f, 0.6f};
-        for (const int levels : {11, 12, 13, 14, 15}) {
-          const std::uint32_t k = top_k(levels);
-          if (k >= vocab) continue;
+        for (const std::uint32_t k : {cut_from - 1, cut_from, (cut_from + last) / 2, last}) {
           EXPECT_TRUE(same_bits(run_backend(cpu_backend(), batch, k, temperatures),
                                 run_backend(canonical, batch, k, temperatures)))
               << "V " << vocab << " K " << k << " dtype " << dtype_name(dtype) << " temperatures " << temperatures;
