@@ -191,6 +191,8 @@ std::size_t WriteTopSlots(const float* HWY_RESTRICT x, std::size_t n, float kth,
     const auto v = hn::LoadU(d, x + i), w = hn::LoadU(d, x + i + lanes);
     auto pass_v = hn::Gt(v, kth_v), pass_w = hn::Gt(w, kth_v);
     const auto tied_v = hn::Eq(v, kth_v), tied_w = hn::Eq(w, kth_v);
+    // With no ties left to take (all taken, or a row of fewer than K candidates cut at -inf, whose
+    // every -inf is a tie) the test is skipped.
     if (ties > 0 && HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(tied_v, tied_w)))) {  // v's ties come first
       pass_v = hn::Or(pass_v, FirstTies(d, tied_v, &ties));
       pass_w = hn::Or(pass_w, FirstTies(d, tied_w, &ties));
