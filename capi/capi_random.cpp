@@ -1,11 +1,12 @@
-// The C API's random batches: the generators of fuzz/generators.hpp by (seed, size, options), and
-// RapidCheck's shrinking of a failing one with the caller's predicate.
+// The C API's random batches: the generators of fuzz/generators.hpp by (seed, size, options), the
+// campaign's hand cases, and RapidCheck's shrinking of a failing one with the caller's predicate.
 //
 // RapidCheck keeps its implicit parameters (the generator a `*gen` inside gen::exec reads from)
 // in process-wide stacks (rapidcheck/detail/ImplicitParam.h), so two threads drawing at once
 // would race on them. Every call into RapidCheck here holds one lock, released while a caller's
-// predicate runs (so the predicate may call the API, drawing included); the lock is the one
-// process-wide object of the library, and it keeps no state of the API's.
+// predicate runs (so the predicate may call the API, drawing included). The lock and the hand
+// cases (built once, then only read) are the library's process-wide objects; neither keeps state
+// of the API's.
 #include <fmt/format.h>
 
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "capi_support.hpp"
 #include "fuzz/generators.hpp"
+#include "fuzz/hand_cases.hpp"
 
 using namespace logprobs;
 using logprobs::capi::Failure;
@@ -68,6 +70,11 @@ int checked_size(std::int32_t size) {
   return size;
 }
 
+const std::vector<HandCase>& all_hand_cases() {
+  static const std::vector<HandCase> cases = hand_cases();
+  return cases;
+}
+
 logprobs_batch* owned(BatchData&& data) {
   auto batch = std::make_unique<logprobs_batch>();
   batch->data = std::move(data);
@@ -108,6 +115,20 @@ logprobs_status logprobs_random_k(uint64_t seed, uint32_t* k, logprobs_error** e
     std::uint32_t& out = required(k, "k");
     const std::lock_guard lock(rapidcheck_lock());
     out = gen::k()(rc::Random(seed), 100).value();
+  });
+}
+
+uint64_t logprobs_hand_case_count(void) { return all_hand_cases().size(); }
+
+logprobs_status logprobs_hand_case(uint64_t index, const char** name, logprobs_batch** batch, logprobs_error** error) {
+  return guarded(error, [&] {
+    required(batch, "batch") = nullptr;
+    const std::vector<HandCase>& cases = all_hand_cases();
+    if (index >= cases.size())
+      throw Failure(LOGPROBS_INVALID_ARGUMENT, fmt::format("hand case {} of {}", index, cases.size()));
+    if (name != nullptr) *name = cases[index].name.c_str();
+    BatchData copy = cases[index].batch;
+    *batch = owned(std::move(copy));
   });
 }
 

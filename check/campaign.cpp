@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "fuzz/generators.hpp"
-#include "hand_cases.hpp"
+#include "fuzz/hand_cases.hpp"
 #include "harness/batch_file.hpp"
 
 namespace logprobs {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "check/campaign.hpp"
-#include "check/hand_cases.hpp"
+#include "fuzz/hand_cases.hpp"
 #include "harness/batch_file.hpp"
 #include "harness/judge.hpp"
 #include "temp_dir.hpp"

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "check/hand_cases.hpp"
+#include "fuzz/hand_cases.hpp"
 #include "command_runner.hpp"
 #include "harness/batch_file.hpp"
 #include "malformed_files.hpp"

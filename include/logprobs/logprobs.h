@@ -319,6 +319,12 @@ LOGPROBS_API logprobs_status logprobs_random_batch(uint64_t seed, int32_t size, 
 /* A K the generator draws from `seed` (MAX's 2^L - 1, 5, 20, small ones, any up to 65535). */
 LOGPROBS_API logprobs_status logprobs_random_k(uint64_t seed, uint32_t* k, logprobs_error** error);
 
+/* The hand cases the campaign runs before its random ones (one small batch per SPEC situation,
+ * valid at every K): how many there are, and case `index`'s name and batch. */
+LOGPROBS_API uint64_t logprobs_hand_case_count(void);
+LOGPROBS_API logprobs_status logprobs_hand_case(uint64_t index, const char** name, logprobs_batch** batch,
+                                                logprobs_error** error);
+
 /* A predicate on a candidate batch: 1 it fails, 0 it passes, negative to stop the search. The view
  * is valid during the call only. */
 typedef int32_t (*logprobs_fails_fn)(const logprobs_batch_view* candidate, void* user_data);

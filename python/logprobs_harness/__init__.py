@@ -15,7 +15,8 @@ random cases and shrinks a failing one before it is reported.
 from ._native import (API_VERSION, BackendUnavailable, CallbackFailed, FileError, InvalidArgument, InvalidBatch,
                       LogprobsError, UnknownBackend, UnsupportedPart, library_path)
 from .batch import Batch, Plan
-from .cases import Case, Options, case_seed, find_counterexample, random_batch, random_batches, random_k
+from .cases import (Case, Options, case_seed, find_counterexample, hand_cases, random_batch, random_batches,
+                    random_k)
 from .files import load_batch, load_result, save, save_batch, save_result
 from .judging import (DEFAULT_TOLERANCE, BackendInfo, Diagnosis, Disagreement, Report, RowLocation, Tolerance, Violation,
                       assert_agrees, backends, judge, reference, replay_commands, run)
@@ -30,6 +31,6 @@ __all__ = [
     "API_VERSION", "BackendInfo", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
     "Diagnosis", "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "LogprobsError", "Options", "Plan", "Report",
     "Result", "RowLocation", "Tolerance", "UnknownBackend", "UnsupportedPart", "Violation", "assert_agrees", "backends",
-    "case_seed", "find_counterexample", "judge", "library_path", "load_batch", "load_result", "random_batch",
+    "case_seed", "find_counterexample", "hand_cases", "judge", "library_path", "load_batch", "load_result", "random_batch",
     "random_batches", "random_k", "reference", "replay_commands", "run", "save", "save_batch", "save_result",
 ]

@@ -158,6 +158,8 @@ _PROTOTYPES = {
     "logprobs_verdict_free": (None, [c_ptr]),
     "logprobs_random_options_default": (None, [_P(RandomOptions)]),
     "logprobs_random_batch": (c_i32, [c_u64, c_i32, _P(RandomOptions), _P(c_ptr), _ERR]),
+    "logprobs_hand_case_count": (c_u64, []),
+    "logprobs_hand_case": (c_i32, [c_u64, _P(ctypes.c_char_p), _P(c_ptr), _ERR]),
     "logprobs_random_k": (c_i32, [c_u64, _P(c_u32), _ERR]),
     "logprobs_find_counterexample": (c_i32, [c_u64, c_i32, _P(RandomOptions), FAILS_FN, c_ptr, c_i32, _P(c_ptr),
                                              _P(c_i32), _ERR]),

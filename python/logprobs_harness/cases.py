@@ -57,6 +57,17 @@ def random_k(seed):
     return k.value
 
 
+def hand_cases():
+    """The campaign's hand cases, [(name, Batch)]: one small batch per SPEC situation (NaN, +inf
+    and -inf rows, ties, echo, 16-bit logits, temperatures...), each valid at every K."""
+    found = []
+    for index in range(lib.logprobs_hand_case_count()):
+        name, handle = ctypes.c_char_p(), _native.c_ptr()
+        call(lib.logprobs_hand_case, index, ctypes.byref(name), ctypes.byref(handle))
+        found.append((_native.text(name.value), Batch._from_handle(handle)))
+    return found
+
+
 def case_seed(seed, index):
     """The seed of case `index` of a run with `seed` (splitmix64, as the campaign derives them)."""
     mask = 2**64 - 1

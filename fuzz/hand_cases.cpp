@@ -1,4 +1,4 @@
-#include "hand_cases.hpp"
+#include "fuzz/hand_cases.hpp"
 
 #include <cmath>
 #include <cstdint>
