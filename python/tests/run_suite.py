@@ -3,13 +3,22 @@
 
     run_suite.py [--needs MODULE...] -- PYTEST_ARGS...   pytest with these arguments
     run_suite.py [--needs MODULE...] --script FILE ARGS  a plain script
+    run_suite.py --in-env DIR ...                        either, under DIR's interpreter (a peer's
+                                                         virtual environment, ci/install-deps --peers)
 """
 import importlib.util
+import os
 import runpy
 import sys
 
 
 def main(argv):
+    if argv[:1] == ["--in-env"]:
+        python = os.path.join(argv[1], "bin", "python")
+        if not os.path.exists(python):
+            print(f"run_suite: SKIP: no environment {argv[1]} (ci/install-deps --peers makes it)")
+            return 77
+        os.execv(python, [python, os.path.abspath(__file__)] + argv[2:])
     needs, rest = [], argv
     if rest[:1] == ["--needs"]:
         rest = rest[1:]
