@@ -7,7 +7,7 @@
 //   - a fixed-height min-heap of K = 2^levels - 1 slots, all starting as (V, -inf);
 //   - an element replaces the root only when strictly greater, so NaN and -inf never enter,
 //     and among ties the earliest tokens stay;
-//   - heap_down always runs levels - 1 steps (no early exit);
+//   - heap_down always runs levels - 1 steps (no early exit) and sinks past equal children;
 //   - top slots are written in the heap's array order.
 #include <bit>
 #include <cmath>
@@ -25,15 +25,16 @@ struct HeapEntry {
   std::uint32_t token;
 };
 
-// Restores the min-heap after the root changed. A step with no smaller child leaves idx in
-// place, so the remaining steps are no-ops, as in MAX's fixed-trip-count loop.
+// Restores the min-heap after the root changed, as MAX does: the entry moves down past a child
+// that is smaller OR EQUAL (MAX keeps it only where it is strictly smaller than the child), so
+// among ties the newcomer sinks; every step runs, as in MAX's fixed-trip-count loop.
 void heap_down(std::vector<HeapEntry>& heap, int levels) {
   std::size_t idx = 0;
   for (int step = 0; step < levels - 1; ++step) {
     const std::size_t left = 2 * idx + 1;
     const std::size_t right = left + 1;
     const std::size_t child = heap[right].value < heap[left].value ? right : left;
-    if (heap[child].value < heap[idx].value) {
+    if (!(heap[idx].value < heap[child].value)) {
       std::swap(heap[child], heap[idx]);
       idx = child;
     }
