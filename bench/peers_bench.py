@@ -1,8 +1,10 @@
 """The real peers' speed beside our cpu backend, on the same batches in one process: Modular MAX's
-own kernel (its engine on the CPU, `threads` of its pool) against the `cpu` backend (OpenMP,
-OMP_NUM_THREADS), called in turn round after round, each round's time the best of its calls;
-the ratio is the median of the rounds' ratios. stream_read (logprobs-bench, the same shape and
-threads, run right before) gives each a share of the machine's read bandwidth.
+own kernel (its engine on the CPU) against the `cpu` backend (OpenMP), called in turn round after
+round, each round's time the best of its calls; the ratio is the median of the rounds' ratios.
+stream_read (logprobs-bench, the same shape and threads, run right before) gives each a share of
+the machine's read bandwidth. T threads: the process is held to T cores (taskset) and
+OMP_NUM_THREADS = T, since MAX 26.7's InferenceSession(num_threads=T) aborts on the CPU (it makes
+its host device with the default options first).
 
     bench/peers [--threads 1,2] [--rounds 10] [--json FILE]
 """
@@ -46,7 +48,7 @@ def worker(threads, rounds, bench):
 
     import logprobs_harness as lh
 
-    session = InferenceSession(devices=[CPU()], num_threads=threads)
+    session = InferenceSession(devices=[CPU()])
     rng = numpy.random.default_rng(1)
     for rows, vocab in SHAPES:
         logits = rng.normal(0, 2, size=(rows, vocab)).astype(numpy.float32)
@@ -100,7 +102,8 @@ def main():
           f"{'MAX % read':>10} {'cpu % read':>10}")
     for t in threads:
         environment = dict(os.environ, OMP_NUM_THREADS=str(t))
-        out = subprocess.run([sys.executable, __file__, "--worker", str(t), "--rounds", str(args.rounds),
+        cores = ["taskset", "-c", f"0-{t - 1}"] if t < os.cpu_count() else []
+        out = subprocess.run(cores + [sys.executable, __file__, "--worker", str(t), "--rounds", str(args.rounds),
                               "--bench", args.bench], env=environment, capture_output=True, text=True)
         if out.returncode:
             print(out.stderr, file=sys.stderr)

@@ -17,7 +17,9 @@ import tempfile
 import traceback
 
 from . import PEERS, PeerUnavailable, load
-from .conformance import Case, Finding, Judge, PeerReport, judge_peer
+from .._native import LogprobsError
+from ..files import load_batch
+from .conformance import Case, Finding, Judge, PeerReport, judge_peer, refusal
 from .report import table, write_json, write_junit
 
 
@@ -59,6 +61,11 @@ def parse(argv):
         parser.error("--batch and --k go together")
     if args.k is not None and not 0 <= args.k <= 65535:
         parser.error(f"--k {args.k} is not in 0..65535")
+    if args.batch:
+        try:
+            load_batch(args.batch)
+        except LogprobsError as e:
+            parser.error(f"--batch {args.batch}: {e}")
     return args
 
 
@@ -94,10 +101,13 @@ def here(args, name):
         return PeerReport(name, peer.package, reason=str(e))
     try:
         if args.batch:
-            from ..files import load_batch
-
-            judge = Judge(peer, kernel, args.out_dir, replay_program())
-            judge.case(Case(f"file: {args.batch}", load_batch(args.batch), args.k))
+            judge = Judge(peer, kernel, None, replay_program())
+            batch = load_batch(args.batch)
+            why = refusal(peer.conventions, batch, args.k)
+            if why:
+                judge.report.reason = f"does not take this batch: {why}"
+            else:
+                judge.case(Case(f"file: {args.batch}", batch, args.k))
             return judge.report
         return judge_peer(peer, kernel, args.seed, args.cases, args.out_dir, replay_program())
     except Exception:  # an adapter's failure (the peer's own raise is a finding): the run fails
@@ -122,7 +132,10 @@ def main(argv=None):
             print(f"{report.name}: {finding.property}: {finding.case}, K = {finding.k}: {finding.message}")
             if finding.replay:
                 print(f"  replay: {finding.replay}")
-    failed = [r for r in reports if r.error] + [r for r in reports if r.available and not r.cases]
+    for report in reports:
+        if report.available and report.reason and not report.error:
+            print(f"{report.name}: {report.reason}")
+    failed = [r for r in reports if r.error] + [r for r in reports if r.available and not r.cases and not args.batch]
     failed += [r for r in reports if r.name in args.require and not r.available]
     for report in failed:
         what = "failed" if report.error else ("judged no case" if report.available else "is not available")

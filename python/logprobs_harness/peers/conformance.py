@@ -63,15 +63,22 @@ class Case:
     options: Optional[case_source.Options] = None
 
 
-def takes(conventions, batch):
-    return batch.dtype in conventions.dtypes and (conventions.temperatures or batch.temperatures is None)
+def refusal(conventions, batch, k=None):
+    """Why a peer does not take this batch (and K), or None when it does."""
+    if batch.dtype not in conventions.dtypes:
+        return f"it takes {', '.join(conventions.dtypes)} logits, not {batch.dtype}"
+    if batch.temperatures is not None and not conventions.temperatures:
+        return "it applies no temperatures"
+    if k is not None and k not in conventions.ks:
+        return f"it takes K in {', '.join(map(str, conventions.ks))}, not {k}"
+    return None
 
 
 def campaign_cases(conventions, seed, count):
     """The hand cases the peer takes, at each K it takes; then `count` random cases, the dtypes it
     takes in turn, temperatures only where it applies them, K in turn over its Ks."""
     for name, batch in case_source.hand_cases():
-        if takes(conventions, batch):
+        if refusal(conventions, batch) is None:
             for k in conventions.ks:
                 yield Case(f"hand: {name}", batch, k)
     for index in range(count):
@@ -159,10 +166,12 @@ class Quiet:
 
 
 class Judge:
-    """Judges one peer's cases into a PeerReport; `out_dir` receives each finding's files."""
+    """Judges one peer's cases into a PeerReport; `out_dir` receives each finding's files (None:
+    none are written)."""
 
     def __init__(self, peer, kernel, out_dir, replay_program):
-        self.peer, self.kernel, self.out_dir = peer, Quiet(kernel), out_dir
+        self.peer, self.kernel = peer, Quiet(kernel)
+        self.out_dir = None if out_dir is None else os.path.abspath(out_dir)  # replay lines run from anywhere
         self.conventions = peer.conventions
         self.replay_program = replay_program
         self.report = PeerReport(peer.name, peer.package, kernel.version, True)
@@ -234,6 +243,9 @@ class Judge:
             if smaller is not None:
                 batch = smaller
                 result = None if name == "raised" else self.kernel(batch, case.k)
+        if self.out_dir is None:  # judging a given file: nothing to write, it is its own replay
+            self.report.findings.append(Finding(name, case.label, case.k, message))
+            return
         stem = os.path.join(self.out_dir, self.peer.name, name.replace(" ", "-"))
         os.makedirs(os.path.dirname(stem), exist_ok=True)
         files = [f"{stem}-batch.safetensors"]
