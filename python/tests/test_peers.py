@@ -122,7 +122,8 @@ def command(tmp_path, *args):
                                         (["--cases", "-1"], "--cases -1 is below 0"),
                                         (["--batch", "x.safetensors"], "--batch and --k go together"),
                                         (["--seed", "-4"], "--seed -4"),
-                                        (["--batch", "missing.safetensors", "--k", "0"], "--batch missing.safetensors")])
+                                        (["--batch", "missing.safetensors", "--k", "0"], "--batch missing.safetensors"),
+                                        (["--fail-on", "port bits"], "unknown property in --fail-on port bits")])
 def test_usage_errors_exit_2(tmp_path, args, says):
     done = command(tmp_path, *args)
     assert done.returncode == 2 and says in done.stderr

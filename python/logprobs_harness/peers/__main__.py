@@ -19,8 +19,8 @@ import traceback
 from . import PEERS, PeerUnavailable, load
 from .._native import LogprobsError
 from ..files import load_batch
-from .conformance import Case, Finding, Judge, PeerReport, judge_peer, refusal
-from .report import table, write_json, write_junit
+from .conformance import PROPERTIES, Case, Finding, Judge, PeerReport, judge_peer, refusal
+from .report import cell, table, write_json, write_junit
 
 
 def replay_program():
@@ -42,6 +42,8 @@ def parse(argv):
     parser.add_argument("--junit", help="also write it as JUnit XML to this file")
     parser.add_argument("--out-dir", default="peers-findings", help="folder for the findings' files")
     parser.add_argument("--require", default="", help="comma-separated peers whose absence fails the run")
+    parser.add_argument("--fail-on", default="", help="comma-separated properties on which any disagreement fails "
+                                                      "the run (CI: 'port tokens', our port's claim)")
     parser.add_argument("--environments", default=os.environ.get("LOGPROBS_PEERS_DIR", "build/peers"),
                         help="folder of the peers' virtual environments (default $LOGPROBS_PEERS_DIR or build/peers)")
     parser.add_argument("--batch", help="judge this one batch file (a finding's replay); needs --k")
@@ -50,6 +52,10 @@ def parse(argv):
     args = parser.parse_args(argv)
     args.peers = [p for p in args.peers.split(",") if p]
     args.require = [p for p in args.require.split(",") if p]
+    args.fail_on = [p.strip() for p in args.fail_on.split(",") if p.strip()]
+    if set(args.fail_on) - set(PROPERTIES):
+        parser.error(f"unknown property in --fail-on {', '.join(sorted(set(args.fail_on) - set(PROPERTIES)))} "
+                     f"(known: {', '.join(PROPERTIES)})")
     unknown = [p for p in args.peers + args.require if p not in PEERS]
     if unknown:
         parser.error(f"unknown peer {', '.join(unknown)} (known: {', '.join(PEERS)})")
@@ -140,6 +146,12 @@ def main(argv=None):
     for report in failed:
         what = "failed" if report.error else ("judged no case" if report.available else "is not available")
         print(f"peers: {report.name} {what}: {report.reason}", file=sys.stderr)
+    for report in reports:
+        for name in args.fail_on:
+            if report.properties[name][1]:
+                failed.append(report)
+                print(f"peers: {report.name} disagrees on {name} ({cell(*report.properties[name])} cases), which "
+                      f"--fail-on makes a failure", file=sys.stderr)
     if failed:
         return 1
     if args.batch:
