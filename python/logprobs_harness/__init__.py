@@ -22,15 +22,26 @@ from .judging import (DEFAULT_TOLERANCE, BackendInfo, Diagnosis, Disagreement, R
                       assert_agrees, backends, judge, reference, replay_commands, run)
 from .result import Result
 
+
+def __getattr__(name):
+    """check_invariance and its report, imported on first use (so `python3 -m
+    logprobs_harness.invariance` runs the module once)."""
+    if name in ("check_invariance", "InvarianceReport", "InvarianceFinding"):
+        from . import invariance
+
+        return getattr(invariance, name)
+    raise AttributeError(f"module 'logprobs_harness' has no attribute {name!r}")
+
+
 try:
     from ._version import version as __version__  # written by the build beside the library
 except ImportError:
     __version__ = "0+unknown"
 
 __all__ = [
-    "API_VERSION", "BackendInfo", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
+    "API_VERSION", "BackendInfo", "InvarianceFinding", "InvarianceReport", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
     "Diagnosis", "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "LogprobsError", "Options", "Plan", "Report",
     "Result", "RowLocation", "Tolerance", "UnknownBackend", "UnsupportedPart", "Violation", "assert_agrees", "backends",
-    "case_seed", "find_counterexample", "hand_cases", "judge", "library_path", "load_batch", "load_result", "random_batch",
+    "case_seed", "check_invariance", "find_counterexample", "hand_cases", "judge", "library_path", "load_batch", "load_result", "random_batch",
     "random_batches", "random_k", "reference", "replay_commands", "run", "save", "save_batch", "save_result",
 ]

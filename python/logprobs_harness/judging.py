@@ -8,6 +8,7 @@ import functools
 import hashlib
 import os
 import shlex
+import sys
 import tempfile
 
 from . import _native, files
@@ -231,6 +232,13 @@ class Disagreement(AssertionError):
 def check_program():
     """How replay commands name logprobs-check: $LOGPROBS_CHECK, else the bare name."""
     return os.environ.get("LOGPROBS_CHECK", "logprobs-check")
+
+
+def module_command(module):
+    """The words that run `python3 -m module` as pasted in any shell and folder: this interpreter,
+    with the folder this package was imported from on PYTHONPATH."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return ["env", f"PYTHONPATH={root}", sys.executable, "-m", module]
 
 
 def tolerance_flags(tolerance, one_chain_implied=False):

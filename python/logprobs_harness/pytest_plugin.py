@@ -1,5 +1,7 @@
 """The pytest plugin: a `logprobs_case` fixture of random cases from the harness's generators,
-and a failing case shrunk before it is reported, with the files and commands that replay it.
+and a failing case shrunk before it is reported, with the files and commands that replay it; and
+a `logprobs_invariance` fixture that checks a kernel's determinism and batch invariance
+(check_invariance: `logprobs_invariance(my_kernel, k=20)`).
 
     def test_my_kernel(logprobs_case):
         batch, k = logprobs_case.batch, logprobs_case.k
@@ -135,6 +137,36 @@ def logprobs_case(request, tmp_path_factory):
     chosen = request.config.getoption("logprobs_replay_dir")
     case.replay_dir = chosen or str(tmp_path_factory.getbasetemp() / "logprobs")
     return case
+
+
+@pytest.fixture
+def logprobs_invariance(request, tmp_path_factory):
+    """check(kernel, k=20, **options): check_invariance on the kernel with this run's seed and
+    --logprobs-cases cases (options as check_invariance's); a kernel whose rows move fails the
+    test with each finding, shrunk, its files written and the line that shows it again."""
+    from .invariance import check_invariance
+
+    config = request.config
+    replay_dir = config.getoption("logprobs_replay_dir") or str(tmp_path_factory.getbasetemp() / "logprobs")
+
+    def check(kernel, *, k=20, **options):
+        __tracebackhide__ = True
+        options.setdefault("seed", config.stash[_SEED])
+        options.setdefault("cases", config.getoption("logprobs_cases"))
+        report = check_invariance(kernel, k=k, replay_dir=replay_dir, **options)
+        if not report.ok:
+            raise InvarianceFailure(report.summary(), report)
+        return report
+
+    return check
+
+
+class InvarianceFailure(AssertionError):
+    """A kernel's rows moved between calls, batches, K or layouts; `report` holds the findings."""
+
+    def __init__(self, message, report):
+        super().__init__(message)
+        self.report = report
 
 
 class ShrunkFailure(AssertionError):

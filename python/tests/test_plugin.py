@@ -155,3 +155,17 @@ def test_the_torch_kernel_of_the_examples(tmp_path):
                               "--logprobs-cases", 10, "-x")
     assert code == 1 and "value: batch" in output and re.search(r"after:  B = \d+, V = \d+", output), output
     print("\n" + "\n".join(line for line in output.splitlines() if "before:" in line or "after:" in line))
+
+
+def test_the_invariance_fixture_passes_an_invariant_kernel_and_fails_a_planted_one(tmp_path):
+    example = EXAMPLES / "test_invariance_example.py"
+    code, output = pytest_run(tmp_path, f"{example}::test_the_cpu_backend_is_invariant", "--logprobs-seed", 5,
+                              "--logprobs-cases", 6)
+    assert code == 0, output
+    code, output = pytest_run(tmp_path, f"{example}::test_a_kernel_that_depends_on_the_row_position",
+                              "--logprobs-seed", 5, "--logprobs-cases", 6)
+    assert code == 1 and "InvarianceFailure" in output and "batch: case seed" in output, output
+    shown = re.search(r"show again: (.*)", output).group(1)
+    done = subprocess.run(shlex.split(shown), capture_output=True, text=True)
+    assert done.returncode == 1 and "ulps apart" in done.stdout, done.stdout + done.stderr
+

@@ -19,6 +19,7 @@ import traceback
 from . import PEERS, PeerUnavailable, load
 from .._native import LogprobsError
 from ..files import load_batch
+from ..judging import module_command
 from .conformance import PROPERTIES, Case, Finding, Judge, PeerReport, judge_peer, refusal
 from .report import cell, table, write_json, write_junit
 
@@ -27,10 +28,7 @@ def replay_program():
     """The words that rerun this module as pasted in a shell: $LOGPROBS_PEERS_PROGRAM (ci/peers
     sets it to itself), else this interpreter with the package's folder on PYTHONPATH."""
     given = os.environ.get("LOGPROBS_PEERS_PROGRAM")
-    if given:
-        return shlex.split(given)
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return ["env", f"PYTHONPATH={package_root}", sys.executable, "-m", "logprobs_harness.peers"]
+    return shlex.split(given) if given else module_command("logprobs_harness.peers")
 
 
 def parse(argv):

@@ -15,15 +15,18 @@ from . import PeerRaised
 from .. import cases as case_source
 from ..batch import Batch
 from ..files import save_batch, save_result
+from ..invariance import PROPERTIES as INVARIANCE
+from ..invariance import Checker, InvarianceReport, other_ks
 from ..judging import judge, run
 
 # The last two hold our port of MAX's kernel (the max backend) to the real one, bit for bit:
 # its tokens (the heap's algorithm) and its values (which also carry the exp and log used).
-PROPERTIES = ("values", "tokens", "ties", "padding", "special values", "ranks", "echo rows", "batch invariance",
-              "raised", "port tokens", "port values")
+# repeat, batch, k and layout are check_invariance's (logprobs_harness.invariance), in its words.
+PROPERTIES = ("values", "tokens", "ties", "padding", "special values", "ranks", "echo rows") + INVARIANCE + (
+    "raised", "port tokens", "port values")
 _TOKEN_RULES = {"shape", "last_token", "token_range", "duplicate_token", "not_candidate", "not_top"}
+INVARIANCE_ALONE_ROWS = 4  # of each case's output rows, rerun alone (check_invariance's default: 16)
 _RULE_PROPERTY = {"padding_count": "padding", "value": "values", "greedy_exact": "values", "rank": "ranks"}
-INVARIANCE_ROWS = 8  # output rows of a case rerun alone
 
 
 @dataclasses.dataclass
@@ -123,35 +126,6 @@ def row_kinds(batch, k):
     return kinds
 
 
-def rows_alone(kernel, batch, k, result, limit=INVARIANCE_ROWS):
-    """The first output rows (up to `limit`) each rerun alone in a batch of one: a list of
-    (row, message) whose bits moved."""
-    moved = []
-    plan = batch.plan()
-    logits = logit_rows(batch)
-    full = _row_arrays(result)
-    for o in range(min(limit, len(plan))):
-        temperature = None if batch.temperatures is None else [batch.temperatures[plan.batch_items[o]]]
-        alone = Batch(logits[plan.logit_rows[o]][None, :].copy(), [plan.tokens[o]], temperatures=temperature,
-                      dtype=batch.dtype)
-        single = _row_arrays(kernel(alone, k))
-        for name, values in full.items():
-            if values[o].tobytes() != single[name][0].tobytes():
-                moved.append((o, f"output row {o} alone in a batch of one: {name} {single[name][0].tolist()} where "
-                                 f"the batch gave {values[o].tolist()}"))
-                break
-    return moved, alone if moved else None
-
-
-def _row_arrays(result):
-    names = ("lp_logits", "lp_tokens") if result.layout == "packed" else ("top_tokens", "top_logprobs",
-                                                                         "sampled_logprobs")
-    arrays = {name: numpy.asarray(getattr(result, name)) for name in names}
-    if result.ranks is not None:
-        arrays["ranks"] = numpy.asarray(result.ranks)
-    return {name: a.reshape(len(a), -1) for name, a in arrays.items()}
-
-
 class Quiet:
     """A peer's kernel with the warnings its arithmetic raises (numpy's overflow and invalid
     value on NaN and infinite rows) kept out of the run's output: what it returns is judged."""
@@ -176,6 +150,7 @@ class Judge:
         self.replay_program = replay_program
         self.report = PeerReport(peer.name, peer.package, kernel.version, True)
         self.port = peer.name == "max"  # our port of MAX's kernel, held to the real one bit for bit
+        self.invariance = Checker(self.kernel, 0, False, InvarianceReport(), alone_rows=INVARIANCE_ALONE_ROWS)
 
     def case(self, case):
         """Judges one case; returns the properties it disagrees on."""
@@ -201,12 +176,13 @@ class Judge:
         if not verdict.ok and not broken:  # violations counted, none kept (the judge's limit)
             broken.add("values")
             self._finding("values", case, verdict.summary(), result)
-        moved, _ = rows_alone(self.kernel, case.batch, case.k, result) if kinds else ([], None)
         if kinds:
-            counts["batch invariance"][0] += 1
-        if moved:
-            broken.add("batch invariance")
-            self._finding("batch invariance", case, moved[0][1], result)
+            for name in INVARIANCE:
+                counts[name][0] += name != "k" or bool(other_ks(case.k, self.conventions.ks))
+            moved = self.invariance.breaks(case.batch, case.k, self.conventions.ks, INVARIANCE, case.seed or 0)
+            for name, detail in moved.items():
+                broken.add(name)
+                self._finding(name, case, detail[2], result)
         if self.port:
             ours = run("max", case.batch, case.k)
             for name, mine, real in (("port tokens", ours.lp_tokens, result.lp_tokens),
@@ -237,7 +213,7 @@ class Judge:
         if any(f.property == name for f in self.report.findings):
             return
         batch, steps = case.batch, 0
-        if case.seed is not None and not name.startswith(("batch invariance", "port")):
+        if case.seed is not None and name not in INVARIANCE and not name.startswith("port"):
             smaller, steps, _ = case_source.find_counterexample(
                 case.seed, case.size, lambda b: name in self._breaks(b, case.k), case.options, max_tries=300)
             if smaller is not None:
@@ -260,7 +236,7 @@ class Judge:
         self.report.findings.append(Finding(name, case.label, case.k, message, files, replay, steps))
 
     def _breaks(self, batch, k):
-        """The properties (but invariance and the port's) a batch breaks: the shrink's predicate."""
+        """The properties (but invariance's and the port's) a batch breaks: the shrink's predicate."""
         try:
             result = self.kernel(batch, k)
         except PeerRaised:
