@@ -18,13 +18,13 @@ except ImportError as e:
 
 class Kernel:
     """kernel(batch, k) for K = 2^levels - 1; one compiled model per levels value (MAX compiles
-    the kernel for a fixed heap height), kept for the session's life. threads: MAX's CPU threads
-    (None: its default)."""
+    the kernel for a fixed heap height), kept for the session's life. MAX's default threads: its
+    num_threads aborts on the CPU (docs/peers.md)."""
 
-    def __init__(self, peer, threads=None):
+    def __init__(self, peer):
         self.peer = peer
         self.version = importlib.metadata.version("max")
-        self._session = InferenceSession(devices=[CPU()], num_threads=threads)
+        self._session = InferenceSession(devices=[CPU()])
         self._models = {}
 
     def model(self, k):
