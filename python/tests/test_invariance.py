@@ -82,3 +82,18 @@ def test_pytorch_log_softmax_and_topk(tmp_path):
     report = lh.check_invariance(kernel, replay_dir=str(tmp_path), dtype="f32", **OPTIONS)
     print(report.summary())  # recorded in docs/python.md as measured
     assert report.cases == OPTIONS["cases"]
+
+
+def command(*args):
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "logprobs_harness.invariance", *args], capture_output=True, text=True)
+
+
+def test_a_backend_from_the_command_line():
+    done = command("--backend", "max", "--k", "7", "--cases", "3")
+    assert done.returncode == 0 and "max: 3 cases" in done.stdout and "invariant" in done.stdout, done.stderr
+    for args, says in ((["--backend", "max", "--k", "5"], "takes K = 2^L - 1"), (["--backend", "nope"], "unknown"),
+                       ([], "give --backend NAME or --diff"), (["--diff", "a", "b"], "a")):
+        done = command(*args)
+        assert done.returncode == 2 and says in done.stderr, (args, done.stderr)
