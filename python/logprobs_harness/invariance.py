@@ -100,7 +100,7 @@ def ulps_apart(a: float, b: float) -> float:
     return float(abs(_ordered(a) - _ordered(b)))
 
 
-def _row_distance(a, b, slots=None):
+def _row_distance(a, b):
     """The distance between two rows (tokens, values, rank): inf when tokens or ranks differ."""
     (ta, va, ra), (tb, vb, rb) = a, b
     if ta != tb or ra != rb:
@@ -124,9 +124,9 @@ def _element_rows(batch):
     return [bits[i * batch.row_stride: i * batch.row_stride + batch.vocab] for i in range(batch.rows)]
 
 
-def _items(batch):
-    rows, lro, tro, loo = (_element_rows(batch), list(batch.logit_row_offsets), list(batch.token_row_offsets),
-                           list(batch.lp_output_offsets))
+def _items(batch, rows):
+    """The batch's items, `rows` its logit rows' elements (_element_rows)."""
+    lro, tro, loo = list(batch.logit_row_offsets), list(batch.token_row_offsets), list(batch.lp_output_offsets)
     tokens, temperatures = list(batch.tokens), batch.temperatures
     return [_Item(rows[lro[b]:lro[b + 1]], tokens[tro[b]:tro[b + 1]], batch.sampled_tokens[b], loo[b + 1] - loo[b],
                   None if temperatures is None else temperatures[b]) for b in range(batch.batch_size)]
@@ -162,13 +162,10 @@ def _output_starts(items):
     return starts
 
 
-def _alone(batch, o):
+def _alone(batch, plan, rows, items, o):
     """Output row o alone in a batch of one (its logit row, evaluated token and temperature)."""
-    plan = batch.plan()
-    items = _items(batch)
-    item = items[plan.batch_items[o]]
-    row = _element_rows(batch)[plan.logit_rows[o]]
-    return _compose([_Item([row], [], plan.tokens[o], 1, item.temperature)], batch)
+    temperature = items[plan.batch_items[o]].temperature
+    return _compose([_Item([rows[plan.logit_rows[o]]], [], plan.tokens[o], 1, temperature)], batch)
 
 
 def _filler(like, seed, echo):
@@ -183,10 +180,9 @@ def _filler(like, seed, echo):
     return _Item(rows, [rng.randrange(like.vocab)] * (n - 1), rng.randrange(like.vocab), n, 0.8)
 
 
-def _neighbours(batch, seed):
+def _neighbours(batch, items, seed):
     """The items reversed, each after an item of another batch (decode and echo in turn), and where
     each original output row went."""
-    items = _items(batch)
     mixed, where = [], {}
     for b in reversed(range(len(items))):
         mixed.append(_filler(batch, seed + b, echo=b % 2 == 1))
@@ -257,14 +253,17 @@ class Checker:
                 compare("repeat", batch, self.call(batch, k), [(o, o) for o in range(n)])
             if found:  # a kernel whose bits move from call to call moves in every variant: say only that
                 return found
+        elements = _element_rows(batch) if n else []
+        items = _items(batch, elements)
         if "batch" in properties and n:
+            plan = batch.plan()
             for o in range(min(n, self.alone_rows)):
-                alone = _alone(batch, o)
+                alone = _alone(batch, plan, elements, items, o)
                 compare("batch", alone, self.call(alone, k), [(o, 0)])
-            mixed, where = _neighbours(batch, seed)
+            mixed, where = _neighbours(batch, items, seed)
             compare("batch", mixed, self.call(mixed, k), sorted(where.items()))
         if "layout" in properties and n:
-            wide = _compose(_items(batch), batch, stride=batch.vocab + 1, lead_rows=1)
+            wide = _compose(items, batch, stride=batch.vocab + 1, lead_rows=1)
             compare("layout", wide, self.call(wide, k), [(o, o) for o in range(n)])
         if "k" in properties and n:
             for k2 in other_ks(k, ks):
@@ -285,7 +284,8 @@ def _k_difference(a, b, o, k, k2):
     """What moved between row o at K = k (a) and at K = k2 (b), or None."""
     (ta, va), (tb, vb) = (a[0][o], a[1][o]), (b[0][o], b[1][o])
     if ta[-1] != tb[-1] or ulps_apart(va[-1], vb[-1]):
-        return f"output row {o}: the evaluated token's slot ({ta[-1]}, {va[-1]!r}) at K = {k}, ({tb[-1]}, {vb[-1]!r}) at K = {k2}"
+        return (f"output row {o}: the evaluated token's slot ({ta[-1]}, {va[-1]!r}) at K = {k}, ({tb[-1]}, "
+                f"{vb[-1]!r}) at K = {k2}")
     if a[2] is not None and b[2] is not None and a[2][o] != b[2][o]:
         return f"output row {o}: rank {a[2][o]} at K = {k}, {b[2][o]} at K = {k2}"
     at_a = dict(zip(ta[:-1], va[:-1]))

@@ -45,7 +45,8 @@ def test_an_honest_kernel_gives_no_finding(tmp_path):
     report = run_judge(Backend(), tmp_path)
     assert report.cases > 40 and report.disagreements == 0 and report.findings == []
     exercised = {name for name, (cases, _) in report.properties.items() if cases}
-    assert {"values", "tokens", "ties", "padding", "special values", "echo rows", "repeat", "batch", "k", "layout"} <= exercised
+    assert {"values", "tokens", "ties", "padding", "special values", "echo rows", "repeat", "batch", "k",
+            "layout"} <= exercised
 
 
 def shifted(batch, values, tokens):

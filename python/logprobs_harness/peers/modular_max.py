@@ -44,11 +44,11 @@ class Kernel:
         def u32(values):
             return Buffer.from_numpy(numpy.asarray(values, dtype=numpy.uint32))
 
-        output_offsets = u32(batch.lp_output_offsets)
+        inputs = [Buffer.from_numpy(logits)] + [u32(a) for a in (
+            batch.tokens, batch.sampled_tokens, batch.logit_row_offsets, batch.token_row_offsets,
+            batch.lp_output_offsets, batch.lp_output_offsets)]  # the last: the output offsets for the host
         try:
-            lp_logits, lp_tokens = model.execute(Buffer.from_numpy(logits), u32(batch.tokens), u32(batch.sampled_tokens),
-                                                 u32(batch.logit_row_offsets), u32(batch.token_row_offsets),
-                                                 output_offsets, u32(batch.lp_output_offsets))
+            lp_logits, lp_tokens = model.execute(*inputs)
             values, tokens = lp_logits.to_numpy(), lp_tokens.to_numpy()
         except Exception as e:  # the engine's own error on a valid batch is a finding
             raise PeerRaised(f"{type(e).__name__}: {e}") from e
