@@ -246,6 +246,21 @@ int run_main(int argc, char** argv) {
   add_tolerance_options(*tolerance, tolerance_args.tolerance);
   add_memory_budget_option(*tolerance, tolerance_args.memory_budget);
 
+  // A mistyped command reads to CLI11 as stray arguments ("The following arguments were not
+  // expected"): name it, and the commands there are.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string commands;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == argv[1];
+    }
+    if (!known) {
+      fmt::print(stderr, "logprobs-check: unknown command '{}' (commands: {}; options alone run the campaign)\n",
+                 argv[1], commands);
+      return kBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

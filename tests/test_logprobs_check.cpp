@@ -222,7 +222,8 @@ TEST_F(LogprobsCheckCli, BadUsageAndInvalidInputExitTwo) {
   write_batch_file(path_of("invalid.safetensors"), invalid, kCliK);
 
   const std::pair<std::string, std::string> cases[] = {
-      {"no-such-subcommand", "not expected"},
+      {"no-such-subcommand", "unknown command 'no-such-subcommand' (commands: campaign, run, verify, compare, merge"},
+      {"verfy" + input, "unknown command 'verfy'"},
       {"run --backend max" + input, "--output is required"},
       {"run --backend nosuch" + input + out, "unknown backend 'nosuch'"},
       {"run --backend max --levels 17" + input + out, "17"},
