@@ -74,6 +74,16 @@ std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFil
       fmt::format("neither --k nor --levels given, and {} has no \"k\" or \"levels\" in its metadata", args.input));
 }
 
+// A result whose shape says another K is the user's mistake, not the kernel's: said in its layout.
+void check_result_k(const FileArgs& args, const ResultFile& got, std::uint32_t k) {
+  const std::optional<std::uint64_t> implied = got.shape_k();
+  if (!implied || *implied == k) return;  // no K at all (a packed width of 0): the judge's shape rule says so
+  throw UsageError(fmt::format("{}: {}: K = {}, {}", args.result, got.shape_text(), *implied,
+                               args.k.levels ? fmt::format("--levels {} given (K = {})", *args.k.levels, k)
+                               : args.k.k    ? fmt::format("--k {} given", k)
+                                             : fmt::format("K = {} from the batch file", k)));
+}
+
 using Replay = std::function<std::string(const CellSummary&)>;
 
 // A path or message that is not UTF-8 (a file name can be any bytes) is written with U+FFFD.
@@ -308,6 +318,7 @@ int verify_command(const FileArgs& args) {
   const ResultFile got = read_result_file(args.result, &budget);
   const std::uint32_t k = k_for(args, file, &got);
   charge_results(budget, args, file, k, 1, false);  // the reference's
+  check_result_k(args, got, k);
   BackendOutcome outcome;
   // The diagnosis reads the failing rows again; a passing verdict costs nothing more.
   const KeptViolations kept{.max_kept = args.max_violations, .budget = &budget};

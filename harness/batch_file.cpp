@@ -133,6 +133,16 @@ ResultData ResultFile::as_packed(const RaggedBatch& batch) const {
   return layout == ResultLayout::packed ? packed : packed_from_split(batch, split);
 }
 
+std::optional<std::uint64_t> ResultFile::shape_k() const {
+  if (layout == ResultLayout::split) return split.k;
+  return packed.width == 0 ? std::nullopt : std::optional<std::uint64_t>(packed.width - 1);
+}
+
+std::string ResultFile::shape_text() const {
+  return layout == ResultLayout::packed ? fmt::format("lp_logits is [{}, {}]", packed.rows, packed.width)
+                                        : fmt::format("top_tokens is [{}, {}]", split.rows, split.k);
+}
+
 BatchFile read_batch_file(const std::filesystem::path& path, MemoryBudget* budget) {
   SafetensorsReader reader(path, budget);
   BatchFile file;

@@ -28,6 +28,10 @@ struct ResultFile {
 
   // The result in the packed layout; a split one takes its evaluated tokens from the batch.
   ResultData as_packed(const RaggedBatch& batch) const;
+  // The K its shape says (none for a packed width of 0), and that shape in its layout's words:
+  // "lp_logits is [N, W]" or "top_tokens is [N, K]".
+  std::optional<std::uint64_t> shape_k() const;
+  std::string shape_text() const;
 };
 
 // Reads a batch file: logits F32, BF16 or F16 [rows, V], kept in that dtype; tokens, offsets U32;

@@ -159,11 +159,15 @@ TEST_F(LogprobsCheckCli, ReorderedTopSlotsPass) {
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
 }
 
-TEST_F(LogprobsCheckCli, ResultOfWrongLevelsFails) {
-  const CommandResult verify =
+// A result of another K is the user's mistake, not the kernel's: exit 2, in the result's layout.
+TEST_F(LogprobsCheckCli, ResultOfAnotherKIsAUsageError) {
+  const CommandResult levels =
       logprobs_check("verify --levels 3 --input " + batch_path() + " --result " + result_path());
-  EXPECT_EQ(verify.exit_code, 1) << verify.output;
-  EXPECT_TRUE(contains(verify.output, "result shape got [3, 4]")) << verify.output;
+  EXPECT_EQ(levels.exit_code, 2) << levels.output;
+  EXPECT_TRUE(contains(levels.output, "lp_logits is [3, 4]: K = 3, --levels 3 given (K = 7)")) << levels.output;
+  const CommandResult k = logprobs_check("verify --k 5 --input " + batch_path() + " --result " + result_path());
+  EXPECT_EQ(k.exit_code, 2) << k.output;
+  EXPECT_TRUE(contains(k.output, "lp_logits is [3, 4]: K = 3, --k 5 given")) << k.output;
 }
 
 TEST_F(LogprobsCheckCli, VerifyTakesLevelsFromTheResultWhenTheBatchHasNone) {

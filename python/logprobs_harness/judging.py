@@ -181,6 +181,12 @@ def judge(batch, k, result=None, *, lp_logits=None, lp_tokens=None, lp_ranks=Non
                                    "top_tokens": top_tokens, "top_logprobs": top_logprobs,
                                    "sampled_logprobs": sampled_logprobs, "ranks": ranks})
     tolerance = tolerance_of(ulps, norm_ulps, sum_rule, sigma, floor, linear_sum)
+    # A result of another K is the caller's mistake, not the kernel's (a packed width 0 has no K:
+    # the shape rule says so).
+    if got.top_k != k and (got.layout == "split" or got.columns):
+        name = "lp_logits" if got.layout == "packed" else "top_tokens"
+        raise _native.InvalidArgument(f"{name} is [{got.rows}, {got.columns}]: K = {got.top_k}, k={k} given (a "
+                                      f"result of another K is not judged at this one)")
     view, verdict = got.view(), _native.c_ptr()
     c_tolerance = _native.Tolerance(tolerance.ulps, tolerance.norm_ulps, tolerance.sigma,
                                     _native.SUM_RULES.index(tolerance.sum_rule), tolerance.floor)

@@ -149,6 +149,10 @@ def test_judging_either_layout_and_each_planted_fault_under_its_rule(tmp_path):
     assert rules(sampled_logprobs=[sampled[0] - 0.25, sampled[1]]) == {"greedy_exact", "value"}
     packed = lh.judge(batch, 3, lp_logits=ref.lp_logits.tolist(), lp_tokens=[[1, 3, 2, 0], [4, 0, 1, 4]])
     assert set(packed.rules) == {"last_token"}
+    with pytest.raises(lh.InvalidArgument, match=r"lp_logits is \[2, 4\]: K = 3, k=5 given"):
+        lh.judge(batch, 5, lp_logits=ref.lp_logits.tolist(), lp_tokens=ref.lp_tokens.tolist())
+    with pytest.raises(lh.InvalidArgument, match=r"top_tokens is \[2, 3\]: K = 3, k=1 given"):
+        lh.judge(batch, 1, top_tokens=tokens, top_logprobs=values, sampled_logprobs=sampled)
     short = lh.judge(batch, 3, lp_logits=ref.lp_logits.tolist()[:1], lp_tokens=ref.lp_tokens.tolist()[:1])
     assert set(short.rules) == {"shape"} and "got [1, 4]" in short.violations[0].message
     first = packed.violations[0]
