@@ -329,12 +329,21 @@ def assert_agrees(batch, k, result=None, *, replay_dir=None, shown=5, **judging)
     batch_path = result_path = None
     commands = []
     if replay_files_enabled.get():
-        folder = _replay_dir(replay_dir)
-        digest = _replay_digest(batch, k, got)
-        batch_path = os.path.join(folder, f"disagreement-{digest}-batch.safetensors")
-        result_path = os.path.join(folder, f"disagreement-{digest}-result.safetensors")
-        files.save_batch(batch_path, batch, k=k, metadata={"origin": "logprobs_harness.assert_agrees"})
-        files.save_result(result_path, got, metadata={"k": str(k), **({"backend": got.backend} if got.backend else {})})
-        commands = replay_commands(batch_path, result_path, k, report.tolerance, got.backend, got.ranks is not None)
-        lines += [f"  batch: {batch_path}", f"  result: {result_path}"] + [f"  replay: {c}" for c in commands]
+        # The verdict comes first: files that cannot be written are said in the message, never
+        # raised in its place.
+        try:
+            folder = _replay_dir(replay_dir)
+            digest = _replay_digest(batch, k, got)
+            batch_path = os.path.join(folder, f"disagreement-{digest}-batch.safetensors")
+            result_path = os.path.join(folder, f"disagreement-{digest}-result.safetensors")
+            files.save_batch(batch_path, batch, k=k, metadata={"origin": "logprobs_harness.assert_agrees"})
+            files.save_result(result_path, got,
+                              metadata={"k": str(k), **({"backend": got.backend} if got.backend else {})})
+        except (OSError, _native.LogprobsError) as e:
+            batch_path = result_path = None
+            lines.append(f"  replay files not written: {e}")
+        else:
+            commands = replay_commands(batch_path, result_path, k, report.tolerance, got.backend,
+                                       got.ranks is not None)
+            lines += [f"  batch: {batch_path}", f"  result: {result_path}"] + [f"  replay: {c}" for c in commands]
     raise Disagreement("\n".join(lines), report, batch, k, batch_path, result_path, commands)

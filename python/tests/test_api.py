@@ -245,6 +245,22 @@ def test_assert_agrees_writes_files_that_logprobs_check_replays(tmp_path):
         assert done.returncode == 1 and "slot 1: token" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("where", ["a file", "under /proc", "the environment names a file"])
+def test_a_replay_folder_that_cannot_be_written_keeps_the_verdict(tmp_path, monkeypatch, where):
+    batch = small_batch()
+    ref = lh.reference(batch, 3)
+    values = [[v + 0.5 if s == 1 else v for s, v in enumerate(row)] for row in ref.lp_logits.tolist()]
+    (tmp_path / "a_file").write_text("not a folder")
+    replay_dir = {"a file": str(tmp_path / "a_file"), "under /proc": "/proc/logprobs-replay"}.get(where)
+    if replay_dir is None:
+        monkeypatch.setenv("LOGPROBS_HARNESS_REPLAY_DIR", str(tmp_path / "a_file"))
+    with pytest.raises(lh.Disagreement) as raised:
+        lh.assert_agrees(batch, 3, lp_logits=values, lp_tokens=ref.lp_tokens.tolist(), replay_dir=replay_dir)
+    message = str(raised.value)
+    assert "value: batch 0, output row 0, slot 1" in message and "replay files not written: " in message, message
+    assert raised.value.report.violation_count > 0 and raised.value.batch_path is None
+
+
 def test_k_is_checked_where_it_enters_the_package(tmp_path):
     # The cases: ctypes truncated K modulo 2^32, so judge(batch, 2**32 + 5, ...) judged
     # at K = 5 and reference(batch, 2**32) returned a K = 0 result.
