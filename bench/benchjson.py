@@ -11,6 +11,7 @@ an older run, such as a committed baseline, compares with a new one.
 """
 
 import json
+import math
 import re
 import statistics
 
@@ -56,14 +57,21 @@ class Run:
         `best` (the highest bytes/s, steadier on a shared machine where a repetition can lose its
         core to another process)."""
         self.source = source
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: not a Google Benchmark report (a JSON {type(data).__name__}, not an object)")
         self.context = data.get("context", {})
+        benchmarks = data.get("benchmarks", [])
+        if not isinstance(self.context, dict) or not isinstance(benchmarks, list):
+            raise ValueError(f"{source}: \"context\" must be an object and \"benchmarks\" a list")
         samples = {}
         on_cpu = {}
         aggregated = {}
         self.dims = {}
         self.errors = {}
-        for b in data.get("benchmarks", []):
-            name = b.get("run_name", b["name"])
+        for b in benchmarks:
+            name = b.get("run_name", b.get("name")) if isinstance(b, dict) else None
+            if not isinstance(name, str):
+                raise ValueError(f"{source}: a benchmark without a name: {json.dumps(b)[:80]}")
             target, dims = parse_name(name)
             dims = normalized(dims)
             key = canonical(target, dims)
@@ -76,9 +84,9 @@ class Run:
             if b.get("run_type") == "aggregate":
                 # With --benchmark_repetitions, the median is the figure to trust.
                 if statistic == "median" and b.get("aggregate_name") == "median":
-                    aggregated[key] = float(b["bytes_per_second"])
+                    aggregated[key] = _throughput(source, name, b["bytes_per_second"])
             else:
-                samples.setdefault(key, []).append(float(b["bytes_per_second"]))
+                samples.setdefault(key, []).append(_throughput(source, name, b["bytes_per_second"]))
                 if b.get("cpu_time"):
                     # Bytes per second of the main thread's CPU time: on a shared machine, what a
                     # one-thread benchmark reads while it holds a core (meaningless with threads).
@@ -116,6 +124,14 @@ class Run:
         anchor = self.bytes_per_second.get(self.stream_anchor_key(key))
         value = self.bytes_per_second.get(key)
         return None if anchor is None or value is None else value / anchor
+
+
+def _throughput(source, name, value):
+    """A bytes/s figure: a positive finite number, or the report is refused (a NaN or a zero would
+    pass the gate, or divide by zero as an anchor)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{source}: {name}: bytes_per_second {value!r} is not a positive finite number")
+    return float(value)
 
 
 # The loop that timed a run's stream_read, from its context (logprobs-bench's kStreamReadLoop);

@@ -162,6 +162,29 @@ class CompareTest(unittest.TestCase):
         run = self.write("run.json", {"benchmarks": []})
         self.assertEqual(self.compare(run).returncode, 2)
 
+    def test_bad_input_is_a_usage_error_in_one_line(self):
+        nan_run = results()
+        nan_run["benchmarks"][1]["bytes_per_second"] = float("nan")
+        zero_anchor = results()
+        zero_anchor["benchmarks"][0]["bytes_per_second"] = 0
+        unnamed = results()
+        unnamed["benchmarks"][2]["name"] = unnamed["benchmarks"][2]["run_name"] = 7
+        cases = {"a list": ([results()], []), "benchmarks null": ({"benchmarks": None}, []),
+                 "a name that is not text": (unnamed, []), "a NaN bytes/s": (nan_run, []),
+                 "a zero anchor": (zero_anchor, []), "threshold nan": (results(), ["--threshold", "nan"]),
+                 "threshold 1": (results(), ["--threshold", "1"]), "a bad filter": (results(), ["--filter", "("])}
+        for what, (data, args) in cases.items():
+            with self.subTest(what=what):
+                out = self.compare(self.write("bad.json", data), *args)
+                self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+                self.assertNotIn("Traceback", out.stderr)
+                self.assertEqual(len([line for line in out.stderr.splitlines() if "error" in line or "cannot" in line]),
+                                 1, out.stderr)
+        table = subprocess.run([sys.executable, str(HERE / "table"), str(self.write("bad.json", nan_run))],
+                               capture_output=True, text=True)
+        self.assertEqual(table.returncode, 2, table.stdout + table.stderr)
+        self.assertNotIn("Traceback", table.stderr)
+
     def test_runs_anchored_by_different_stream_read_loops_are_not_compared(self):
         run = results()
         run["context"]["logprobs_stream_read"] = "another-loop"
