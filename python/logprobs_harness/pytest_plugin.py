@@ -26,6 +26,8 @@ import argparse
 import hashlib
 import os
 import secrets
+import shlex
+import sys
 
 import pytest
 
@@ -243,7 +245,7 @@ def _raise_shrunk(item, function, arguments, case, failure):
                 f"of the test)")
     summary = (f"  before: {case.batch.describe()}\n"
                f"  after:  {smallest.describe()}\n"
-               f"  the test on the shrunk case: pytest '{item.nodeid}' --logprobs-replay {case_file}")
+               f"  the test on the shrunk case: {_replay_command(item, case_file)}")
     try:
         _call(function, arguments, shrunk)
     except judging.Disagreement as again:
@@ -260,6 +262,17 @@ def _raise_shrunk(item, function, arguments, case, failure):
     summary = f"{headline}\n{summary}"
     failure.args = (f"{summary}\n(the shrunk case passed when run again: the test is not deterministic)\n{failure}",)
     raise failure
+
+
+def _replay_command(item, case_file):
+    """The line that runs the test on the shrunk case, as pasted in any folder: from the rootdir the
+    test's id is relative to, its id without the case's parameter (the replayed test is
+    `[replay]`), and the plugin named unless pytest loaded it as an installed package's."""
+    installed = any(getattr(plugin, "__name__", "") == __name__
+                    for plugin, _ in item.config.pluginmanager.list_plugin_distinfo())
+    words = [sys.executable, "-m", "pytest"] + ([] if installed else ["-p", __name__])
+    words += [item.nodeid.split("[", 1)[0], "--logprobs-replay", case_file]
+    return f"cd {shlex.quote(str(item.config.rootpath))} && {shlex.join(words)}"
 
 
 def _file_name(nodeid):

@@ -52,9 +52,14 @@ def test_a_planted_fault_is_reported_shrunk_with_the_commands_that_replay_it(tmp
         assert done.returncode == 1 and "slot 0: token" in done.stdout, done.stdout + done.stderr
         print(done.stdout.splitlines()[0])
 
-    case_file = re.search(r"--logprobs-replay (\S+)", output).group(1)
-    code, again = pytest_run(tmp_path, f"{PLANTED}::test_planted_kernel", "--logprobs-replay", case_file)
-    assert code == 1 and "test_planted_kernel[replay]" in again and "V = 65" in again, again
+    # The printed line runs as pasted, from another folder: the test on the shrunk case, `[replay]`.
+    shown = re.search(r"the test on the shrunk case: (.*)", output).group(1)
+    assert shown.startswith("cd ") and "-p logprobs_harness.pytest_plugin" in shown and "[case" not in shown, shown
+    options = f"-p no:cacheprovider --basetemp={tmp_path / 'again'}"
+    done = subprocess.run(shown, shell=True, capture_output=True, text=True, cwd="/",
+                          env=dict(os.environ, PYTEST_ADDOPTS=options))
+    again = done.stdout + done.stderr
+    assert done.returncode == 1 and "test_planted_kernel[replay]" in again and "V = 65" in again, again
 
 
 def test_the_diagnosis_is_the_first_line_after_the_headline(tmp_path):
