@@ -168,6 +168,13 @@ void add_campaign_options(CLI::App& app, CampaignArgs& args, std::vector<CLI::Op
   add_tolerance_options(app, args.tolerance, &given);
 }
 
+// A line on stderr that cannot fail the command: a full or closed stderr (2>/dev/full, 2>&-)
+// loses the line, never the exit status (fmt::print would throw inside the handlers below).
+void say(const std::string& line) {
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{
       "logprobs-check: judges logprobs / top_logprobs backends against the reference under the contract "
@@ -256,8 +263,8 @@ int run_main(int argc, char** argv) {
       known = known || sub->get_name() == argv[1];
     }
     if (!known) {
-      fmt::print(stderr, "logprobs-check: unknown command '{}' (commands: {}; options alone run the campaign)\n",
-                 argv[1], commands);
+      say(fmt::format("logprobs-check: unknown command '{}' (commands: {}; options alone run the campaign)\n",
+                      argv[1], commands));
       return kBadInput;
     }
   }
@@ -286,38 +293,38 @@ int run_main(int argc, char** argv) {
     if (backends->parsed()) return backends_command();
     if (tolerance->parsed()) return tolerance_command(tolerance_args, tolerance_row);
   } catch (const UsageError& e) {
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    say(fmt::format("logprobs-check: {}\n", e.what()));
     return kBadInput;
   } catch (const FileError& e) {
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());  // names the file and what is wrong with it
+    say(fmt::format("logprobs-check: {}\n", e.what()));  // names the file and what is wrong with it
     return kBadInput;
   } catch (const InvalidBatch& e) {
-    fmt::print(stderr, "logprobs-check: invalid batch (SPEC §4): {}\n", e.what());
+    say(fmt::format("logprobs-check: invalid batch (SPEC §4): {}\n", e.what()));
     return kBadInput;
   } catch (const UnsupportedPart& e) {
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    say(fmt::format("logprobs-check: {}\n", e.what()));
     return kBadInput;
   } catch (const ShardError& e) {
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    say(fmt::format("logprobs-check: {}\n", e.what()));
     return kBadInput;
   } catch (const CampaignFileError& e) {
-    fmt::print(stderr, "logprobs-check merge: {}\n", e.what());
+    say(fmt::format("logprobs-check merge: {}\n", e.what()));
     return kBadInput;
   } catch (const MergeError& e) {
-    fmt::print(stderr, "logprobs-check merge: {}\n", e.what());
+    say(fmt::format("logprobs-check merge: {}\n", e.what()));
     return kBadInput;
   } catch (const OutputFileError& e) {
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    say(fmt::format("logprobs-check: {}\n", e.what()));
     return kBadInput;
   } catch (const MemoryBudgetExceeded& e) {
-    fmt::print(stderr, "logprobs-check: {} (--memory-budget BYTES sets the budget)\n", e.what());
+    say(fmt::format("logprobs-check: {} (--memory-budget BYTES sets the budget)\n", e.what()));
     return kBadInput;
   } catch (const std::system_error& e) {  // the machine refused (a full disk, a closed stdout): no verdict
-    fmt::print(stderr, "logprobs-check: {}\n", e.what());
+    say(fmt::format("logprobs-check: {}\n", e.what()));
     return kBadInput;
   } catch (const std::exception& e) {
     // Neither a verdict nor the user's fault (a generator bug, a full disk): still not a pass.
-    fmt::print(stderr, "logprobs-check: internal error: {}\n", e.what());
+    say(fmt::format("logprobs-check: internal error: {}\n", e.what()));
     return kBadInput;
   }
   return kBadInput;
@@ -351,7 +358,7 @@ int main(int argc, char** argv) {
   int status = logprobs::cli::run_main(argc, argv);
   std::cout.flush();
   if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "logprobs-check: cannot write the standard output: {}\n", std::strerror(errno));
+    logprobs::cli::say(fmt::format("logprobs-check: cannot write the standard output: {}\n", std::strerror(errno)));
     status = logprobs::cli::kBadInput;
   }
   return status;

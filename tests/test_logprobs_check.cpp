@@ -159,6 +159,17 @@ TEST_F(LogprobsCheckCli, ReorderedTopSlotsPass) {
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
 }
 
+// An unwritable stderr loses the message, never the exit status (a handler's print threw, and the
+// process died of SIGABRT).
+TEST_F(LogprobsCheckCli, AFullOrClosedStandardErrorStillExitsTwo) {
+  const std::string check = std::string("'") + LOGPROBS_CHECK_PATH + "' ";
+  for (const std::string& command : {check + "verify --input missing --result x 2>/dev/full",
+                                     check + "merge " + path_of("s0.json") + " 2>&-", check + "run >&- 2>&-"}) {
+    const CommandResult result = testing_support::run_shell(command);
+    EXPECT_EQ(result.exit_code, 2) << command << "\n" << result.output;
+  }
+}
+
 // A result of another K is the user's mistake, not the kernel's: exit 2, in the result's layout.
 TEST_F(LogprobsCheckCli, ResultOfAnotherKIsAUsageError) {
   const CommandResult levels =
