@@ -163,8 +163,9 @@ class Campaign {
         options_.counterexample_dir / fmt::format("counterexample-{}-k{}{}-{}.safetensors", file_safe(file.backend), k,
                                                   shard, report_.counterexamples.size());
     file.replay_command =
-        fmt::format("{} compare --input {} --k {}{} --backends {}{}", options_.program, file.path.string(), k,
-                    origin.ranks ? " --ranks" : "", file.backend, tolerance_flags(options_.tolerance));
+        fmt::format("{} compare --input {} --k {}{} --backends {}{}", shell_word(options_.program),
+                    shell_word(file.path.string()), k, origin.ranks ? " --ranks" : "", shell_word(file.backend),
+                    tolerance_flags(options_.tolerance));
     // A file that cannot be written (a full disk) costs the replay file, never the verdict: the
     // failure is counted and reported all the same.
     BatchData replayed;

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "campaign_file.hpp"
+#include "file_k.hpp"
 #include "harness/batch_file.hpp"
 #include "harness/bounded_json.hpp"
 #include "junit.hpp"
@@ -57,31 +58,6 @@ std::vector<const Backend*> backends_under_test(const std::vector<std::string>& 
   for (const Backend* b : all_backends())
     if (b->name() != kReferenceName && b->availability().available) chosen.push_back(b);
   return chosen;
-}
-
-// --k or --levels, else the batch file's metadata, else (for verify) the result file's metadata
-// or its shape.
-std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFile* result = nullptr) {
-  if (const std::optional<std::uint32_t> k = args.k.chosen()) return *k;
-  if (file.k) return *file.k;
-  if (result != nullptr) {
-    if (result->k) return *result->k;
-    if (result->layout == ResultLayout::split) return static_cast<std::uint32_t>(result->split.k);
-    if (result->packed.width > 0 && result->packed.width - 1 <= kMaxK)
-      return static_cast<std::uint32_t>(result->packed.width - 1);
-  }
-  throw UsageError(
-      fmt::format("neither --k nor --levels given, and {} has no \"k\" or \"levels\" in its metadata", args.input));
-}
-
-// A result whose shape says another K is the user's mistake, not the kernel's: said in its layout.
-void check_result_k(const FileArgs& args, const ResultFile& got, std::uint32_t k) {
-  const std::optional<std::uint64_t> implied = got.shape_k();
-  if (!implied || *implied == k) return;  // no K at all (a packed width of 0): the judge's shape rule says so
-  throw UsageError(fmt::format("{}: {}: K = {}, {}", args.result, got.shape_text(), *implied,
-                               args.k.levels ? fmt::format("--levels {} given (K = {})", *args.k.levels, k)
-                               : args.k.k    ? fmt::format("--k {} given", k)
-                                             : fmt::format("K = {} from the batch file", k)));
 }
 
 using Replay = std::function<std::string(const CellSummary&)>;
@@ -341,8 +317,9 @@ int verify_command(const FileArgs& args) {
   if (!outcome.ok()) cells.back().note_failure(args.result, outcome);
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.result, file.batch.sampled_tokens.size(), file.batch.vocab,
              file.batch.view().output_rows());
-  const std::string replay = fmt::format("{} verify --input {} --result {} --k {}{}", args.program, args.input,
-                                         args.result, k, tolerance_flags(args.tolerance));
+  const std::string replay =
+      fmt::format("{} verify --input {} --result {} --k {}{}", shell_word(args.program), shell_word(args.input),
+                  shell_word(args.result), k, tolerance_flags(args.tolerance));
   return report_cells(cells, "verify", args, [&](const CellSummary&) { return replay; });
 }
 
@@ -381,8 +358,9 @@ int compare_command(const FileArgs& args) {
   fmt::print("{}: B = {}, V = {}, {} output rows\n", args.input, file.batch.sampled_tokens.size(), file.batch.vocab,
              file.batch.view().output_rows());
   return report_cells(cells, "compare", args, [&](const CellSummary& cell) {
-    return fmt::format("{} compare --input {} --k {}{} --backends {}{}", args.program, args.input, k,
-                       args.ranks ? " --ranks" : "", cell.backend, tolerance_flags(args.tolerance));
+    return fmt::format("{} compare --input {} --k {}{} --backends {}{}", shell_word(args.program),
+                       shell_word(args.input), k, args.ranks ? " --ranks" : "", shell_word(cell.backend),
+                       tolerance_flags(args.tolerance));
   });
 }
 

@@ -5,7 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -290,6 +292,16 @@ std::string tolerance_flags(const Tolerance& tolerance) {
   if (tolerance.sigma != defaults.sigma) flags += fmt::format(" --sigma {}", tolerance.sigma);
   if (tolerance.floor != defaults.floor) flags += fmt::format(" --floor {}", tolerance.floor);
   return flags;
+}
+
+std::string shell_word(std::string_view word) {
+  const auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("@%+=:,./_-", c) != nullptr);
+  };
+  if (!word.empty() && std::all_of(word.begin(), word.end(), plain)) return std::string(word);
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 }  // namespace logprobs

@@ -97,4 +97,8 @@ Tolerance tolerance_from_json(const nlohmann::json& json);
 // value printed so that it reads back as the same double ("" when all are default).
 std::string tolerance_flags(const Tolerance& tolerance);
 
+// One word of a printed command, quoted for a POSIX shell where it needs it (a path with a space,
+// a quote or a shell character), so that every replay line runs as pasted.
+std::string shell_word(std::string_view word);
+
 }  // namespace logprobs

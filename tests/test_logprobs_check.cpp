@@ -159,6 +159,32 @@ TEST_F(LogprobsCheckCli, ReorderedTopSlotsPass) {
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
 }
 
+// A replay line runs as pasted, whatever the paths hold (a space, a quote): here from JUnit XML.
+TEST_F(LogprobsCheckCli, ReplayLinesQuoteTheirPaths) {
+  const fs::path folder = fs::path(temp_dir()) / "a folder's name";
+  fs::create_directories(folder);
+  fs::copy_file(batch_path(), folder / "the batch.safetensors", fs::copy_options::overwrite_existing);
+  ResultData result = read_result_file(result_path()).packed;
+  result.lp_logits[3] += 0.01f;
+  write_result_file(folder / "the result.safetensors", result);
+  const std::string junit = (folder / "report.xml").string();
+  const CommandResult verify = testing_support::run_shell(
+      std::string("'") + LOGPROBS_CHECK_PATH + "' verify --input \"" + (folder / "the batch.safetensors").string() +
+      "\" --result \"" + (folder / "the result.safetensors").string() + "\" --junit \"" + junit + "\" 2>&1");
+  ASSERT_EQ(verify.exit_code, 1) << verify.output;
+  std::stringstream xml;
+  xml << std::ifstream(junit).rdbuf();
+  std::string line = xml.str().substr(xml.str().find("replay: ") + 8);
+  line = line.substr(0, line.find_first_of("<\n"));
+  for (const auto& [entity, text] : {std::pair{"&apos;", "'"}, {"&quot;", "\""}, {"&lt;", "<"}, {"&gt;", ">"},
+                                     {"&amp;", "&"}})
+    for (std::size_t at; (at = line.find(entity)) != std::string::npos;)
+      line.replace(at, std::string(entity).size(), text);
+  const CommandResult again = testing_support::run_shell(line + " 2>&1");
+  EXPECT_EQ(again.exit_code, 1) << line << "\n" << again.output;
+  EXPECT_TRUE(contains(again.output, "value off by")) << line << "\n" << again.output;
+}
+
 // An unwritable stderr loses the message, never the exit status (a handler's print threw, and the
 // process died of SIGABRT).
 TEST_F(LogprobsCheckCli, AFullOrClosedStandardErrorStillExitsTwo) {
