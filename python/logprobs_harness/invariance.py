@@ -387,7 +387,6 @@ def main(argv=None):
     or --diff: how the rows of two result files differ (a finding's files). Exit 0 invariant (no
     difference), 1 findings (differences), 2 bad usage."""
     import argparse
-    import sys
 
     from ._native import LogprobsError
     from .judging import backends, run
