@@ -10,9 +10,8 @@ std::uint32_t k_for(const FileArgs& args, const BatchFile& file, const ResultFil
   if (file.k) return *file.k;
   if (result != nullptr) {
     if (result->k) return *result->k;
-    if (result->layout == ResultLayout::split) return static_cast<std::uint32_t>(result->split.k);
-    if (result->packed.width > 0 && result->packed.width - 1 <= kMaxK)
-      return static_cast<std::uint32_t>(result->packed.width - 1);
+    const std::optional<std::uint64_t> k = result->shape_k();
+    if (k && *k <= kMaxK) return static_cast<std::uint32_t>(*k);
   }
   throw UsageError(
       fmt::format("neither --k nor --levels given, and {} has no \"k\" or \"levels\" in its metadata", args.input));

@@ -39,9 +39,10 @@ except ImportError:
     __version__ = "0+unknown"
 
 __all__ = [
-    "API_VERSION", "BackendInfo", "InvarianceFinding", "InvarianceReport", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
-    "Diagnosis", "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "LogprobsError", "Options", "Plan", "Report",
-    "Result", "RowLocation", "Tolerance", "UnknownBackend", "UnsupportedPart", "Violation", "assert_agrees", "backends",
-    "case_seed", "check_invariance", "find_counterexample", "hand_cases", "judge", "library_path", "load_batch", "load_result", "random_batch",
+    "API_VERSION", "BackendInfo", "BackendUnavailable", "Batch", "CallbackFailed", "Case", "DEFAULT_TOLERANCE",
+    "Diagnosis", "Disagreement", "FileError", "InvalidArgument", "InvalidBatch", "InvarianceFinding",
+    "InvarianceReport", "LogprobsError", "Options", "Plan", "Report", "Result", "RowLocation", "Tolerance",
+    "UnknownBackend", "UnsupportedPart", "Violation", "assert_agrees", "backends", "case_seed", "check_invariance",
+    "find_counterexample", "hand_cases", "judge", "library_path", "load_batch", "load_result", "random_batch",
     "random_batches", "random_k", "reference", "replay_commands", "run", "save", "save_batch", "save_result",
 ]

@@ -199,3 +199,18 @@ class Batch:
         dtype = {"f32": numpy.float32, "bf16": numpy.uint16, "f16": numpy.float16}[self.dtype]
         flat = numpy.frombuffer(bytes(self._logits.data), dtype=dtype)
         return flat.reshape(self.rows, self.row_stride)[:, : self.vocab].copy()
+
+    def numpy_x(self):
+        """Each output row's x as a numpy float32 array [N, V] (SPEC §2 steps 1-5: its logit row
+        widened exactly to f32, divided by its batch item's temperature): what a kernel computes on."""
+        import numpy
+
+        logits = self.numpy_logits()
+        if self.dtype == "bf16":
+            logits = (logits.astype(numpy.uint32) << 16).view(numpy.float32)
+        plan = self.plan()
+        x = logits[numpy.asarray(plan.logit_rows, dtype=numpy.int64)].astype(numpy.float32)
+        if self._temperatures is not None and len(plan):
+            with numpy.errstate(over="ignore", invalid="ignore"):  # x / T overflows to inf, NaN / T is NaN
+                x /= numpy.asarray(self.temperatures, dtype=numpy.float32)[numpy.asarray(plan.batch_items)][:, None]
+        return x.reshape(len(plan), self.vocab)

@@ -136,9 +136,13 @@ def logprobs_case(request, tmp_path_factory):
         raise pytest.UsageError("logprobs_case is parametrized by the logprobs_harness plugin: use it as a test's "
                                 "own argument")
     case = spec.draw()
-    chosen = request.config.getoption("logprobs_replay_dir")
-    case.replay_dir = chosen or str(tmp_path_factory.getbasetemp() / "logprobs")
+    case.replay_dir = _replay_dir(request.config, tmp_path_factory)
     return case
+
+
+def _replay_dir(config, tmp_path_factory):
+    """Where failing cases' files go: --logprobs-replay-dir, else pytest's temporary folder."""
+    return config.getoption("logprobs_replay_dir") or str(tmp_path_factory.getbasetemp() / "logprobs")
 
 
 @pytest.fixture
@@ -149,7 +153,7 @@ def logprobs_invariance(request, tmp_path_factory):
     from .invariance import check_invariance
 
     config = request.config
-    replay_dir = config.getoption("logprobs_replay_dir") or str(tmp_path_factory.getbasetemp() / "logprobs")
+    replay_dir = _replay_dir(config, tmp_path_factory)
 
     def check(kernel, *, k=20, **options):
         __tracebackhide__ = True

@@ -5,20 +5,6 @@ import itertools
 import numpy
 
 
-def x_rows(batch):
-    """Each output row's x as f32 (SPEC §2.5) and the plan."""
-    logits = batch.numpy_logits()
-    if batch.dtype == "bf16":
-        logits = (logits.astype(numpy.uint32) << 16).view(numpy.float32)
-    plan = batch.plan()
-    x = logits[numpy.asarray(plan.logit_rows, dtype=numpy.int64)].astype(numpy.float32).reshape(len(plan), batch.vocab)
-    if batch.temperatures is not None and len(plan):
-        t = numpy.asarray(batch.temperatures, dtype=numpy.float32)[numpy.asarray(plan.batch_items)]
-        with numpy.errstate(all="ignore"):
-            x = x / t[:, None]
-    return x, plan
-
-
 def lane_sum(e, lanes):
     """The sum of e in f32: entry j to lane j mod lanes (each lane in index order), then the lanes
     in order."""
@@ -43,7 +29,7 @@ class RowKernel:
 
     def __call__(self, batch, k):
         call = next(self.calls)
-        x, plan = x_rows(batch)
+        x, plan = batch.numpy_x(), batch.plan()
         n_rows = len(plan)
         values = numpy.zeros((n_rows, k + 1), dtype=numpy.float32)
         tokens = numpy.zeros((n_rows, k + 1), dtype=numpy.uint32)

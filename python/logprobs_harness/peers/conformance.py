@@ -92,29 +92,9 @@ def campaign_cases(conventions, seed, count):
                    options)
 
 
-def logit_rows(batch):
-    """The logits [rows, V] in the batch's element type (16-bit ones as their bit patterns)."""
-    return numpy.asarray(batch.logits).reshape(batch.rows, batch.row_stride)[:, : batch.vocab]
-
-
-def x_rows(batch):
-    """Each output row's x as f32 (SPEC §2.5: widened, divided by its temperature), [N, V]."""
-    logits = logit_rows(batch)
-    if batch.dtype == "bf16":
-        logits = (logits.astype(numpy.uint32) << 16).view(numpy.float32)
-    elif batch.dtype == "f16":
-        logits = logits.view(numpy.float16).astype(numpy.float32)
-    plan = batch.plan()
-    x = logits[numpy.asarray(plan.logit_rows, dtype=numpy.int64)].astype(numpy.float32)
-    if batch.temperatures is not None and len(plan):
-        with numpy.errstate(over="ignore", invalid="ignore"):
-            x /= numpy.asarray(batch.temperatures, dtype=numpy.float32)[numpy.asarray(plan.batch_items)][:, None]
-    return x, plan
-
-
 def row_kinds(batch, k):
     """Per output row: (special, tied, short of candidates, echo)."""
-    x, plan = x_rows(batch)
+    x, plan = batch.numpy_x(), batch.plan()
     kinds = []
     for o in range(len(plan)):
         row = x[o]
@@ -179,7 +159,8 @@ class Judge:
         if kinds:
             for name in INVARIANCE:
                 counts[name][0] += name != "k" or bool(other_ks(case.k, self.conventions.ks))
-            moved = self.invariance.breaks(case.batch, case.k, self.conventions.ks, INVARIANCE, case.seed or 0)
+            moved = self.invariance.breaks(case.batch, case.k, self.conventions.ks, INVARIANCE, case.seed or 0,
+                                           base=result)
             for name, detail in moved.items():
                 broken.add(name)
                 self._finding(name, case, detail[2], result)
